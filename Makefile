@@ -1,0 +1,26 @@
+# Two entry points for a fresh machine with only Python 3.11: `make demo` and `make test`.
+# Both create .venv on first use and install what they need; torch is the CPU build unless a GPU is present.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup clean
+
+$(STAMP): pyproject.toml .ci/install-torch
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	bash .ci/install-torch $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/specwatch demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV)

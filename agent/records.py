@@ -1,0 +1,159 @@
+"""StepRecord: the one record type of specwatch, from the decoder to storage, policies and alerts.
+
+Terms, defined once:
+- draft: the small model that proposes tokens; target: the large model whose output is the result.
+- lookahead (K): how many tokens the draft proposes in one step; K = 0 is a plain target step.
+- accepted: how many of the K drafted tokens the target kept (a prefix of the draft).
+- bonus token: the token the target adds after its verification pass (the replacement on a rejection,
+  or one more token when all K were accepted); so emitted = accepted + 1.
+
+It is also the JSON body of ``POST /v1/steps``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+class RecordError(ValueError):
+    """A step record that cannot be accepted; names the field (and the record's index in a batch)."""
+
+    def __init__(self, field_name: str, message: str, index: int | None = None):
+        self.field = field_name
+        self.index = index
+        self.message = message
+        where = f"record {index}: " if index is not None else ""
+        super().__init__(f"{where}{field_name}: {message}")
+
+    def at(self, index: int) -> "RecordError":
+        return RecordError(self.field, self.message, index)
+
+
+@dataclass(slots=True, kw_only=True)
+class StepRecord:
+    """One speculative step. Per-token lists count drafted positions 1..lookahead."""
+
+    domain: str
+    lookahead: int
+    accepted: int
+    emitted: int
+    draft_seconds: float
+    verify_seconds: float
+    target_version: str
+    draft_version: str
+    # 1 for an accepted drafted token; the first 0 is the rejected token, later entries (discarded,
+    # never verified) are 0 too.
+    accepted_mask: list[int] | None = None
+    # Per drafted position: sum over the vocabulary of min(p, q), the probability that a token drafted
+    # there is accepted. Far less noisy than the 0/1 mask.
+    expected_acceptance: list[float] | None = None
+    # Per drafted position: the draft's probability of the token it proposed.
+    draft_confidence: list[float] | None = None
+    timestamp: float | None = None
+    pod: str | None = None
+    request_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "StepRecord":
+        """Build and validate a record from JSON-like data; raises RecordError naming the field."""
+        if not isinstance(data, dict):
+            raise RecordError("record", "must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise RecordError(unknown[0], "unknown field")
+        missing = [f.name for f in fields(cls) if f.name in REQUIRED and f.name not in data]
+        if missing:
+            raise RecordError(missing[0], "required field is missing")
+        record = cls(**data)
+        record.validate()
+        return record
+
+    def validate(self, max_lookahead: int | None = None, max_domain_length: int = 64) -> "StepRecord":
+        """Check the record is self-consistent; raise RecordError naming the first bad field."""
+        _check_text("domain", self.domain, max_domain_length)
+        _check_text("target_version", self.target_version, 128)
+        _check_text("draft_version", self.draft_version, 128)
+        _check_int("lookahead", self.lookahead, 0, max_lookahead)
+        _check_int("accepted", self.accepted, 0, self.lookahead)
+        _check_int("emitted", self.emitted, 1, None)
+        _check_seconds("draft_seconds", self.draft_seconds)
+        _check_seconds("verify_seconds", self.verify_seconds)
+        if self.timestamp is not None:
+            _check_seconds("timestamp", self.timestamp)
+        for name in ("pod", "request_id"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_text(name, value, 128)
+        if self.accepted_mask is not None:
+            mask = self.accepted_mask
+            _check_list("accepted_mask", mask, self.lookahead)
+            if any(type(v) is not int or v not in (0, 1) for v in mask):
+                raise RecordError("accepted_mask", "entries must be 0 or 1")
+            if mask != [1] * self.accepted + [0] * (self.lookahead - self.accepted):
+                raise RecordError("accepted_mask", "must be `accepted` ones followed by zeros")
+        for name in ("expected_acceptance", "draft_confidence"):
+            values = getattr(self, name)
+            if values is not None:
+                _check_list(name, values, self.lookahead)
+                for v in values:
+                    if not _is_number(v) or not 0.0 <= v <= 1.0:
+                        raise RecordError(name, "entries must be probabilities in [0, 1]")
+        return self
+
+
+REQUIRED = frozenset(
+    ("domain", "lookahead", "accepted", "emitted", "draft_seconds", "verify_seconds",
+     "target_version", "draft_version")
+)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_text(name: str, value: Any, max_length: int) -> None:
+    if not isinstance(value, str) or not value:
+        raise RecordError(name, "must be a non-empty string")
+    if len(value) > max_length:
+        raise RecordError(name, f"longer than {max_length} characters")
+    if not value.isprintable():
+        raise RecordError(name, "must be printable text")
+
+
+def _check_int(name: str, value: Any, low: int, high: int | None) -> None:
+    if type(value) is not int:
+        raise RecordError(name, "must be an integer")
+    if value < low or (high is not None and value > high):
+        bound = f"{low}..{high}" if high is not None else f">= {low}"
+        raise RecordError(name, f"must be {bound}, got {value}")
+
+
+def _check_seconds(name: str, value: Any) -> None:
+    if not _is_number(value) or value < 0:
+        raise RecordError(name, "must be a finite non-negative number")
+
+
+def _check_list(name: str, value: Any, length: int) -> None:
+    if not isinstance(value, list):
+        raise RecordError(name, "must be a list")
+    if len(value) != length:
+        raise RecordError(name, f"must have length lookahead={length}, got {len(value)}")
+
+
+def validate_batch(records: list[StepRecord], **limits: Any) -> list[StepRecord]:
+    """Validate every record; the first failure raises RecordError carrying the record's index."""
+    for i, record in enumerate(records):
+        try:
+            record.validate(**limits)
+        except RecordError as exc:
+            raise exc.at(i) from None
+    return records
+
+
+__all__ = ["StepRecord", "RecordError", "validate_batch", "REQUIRED"]
