@@ -17,7 +17,8 @@ $(STAMP): pyproject.toml .ci/install-torch
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/specwatch demo
+	$(BIN)/specwatch models build
+	$(BIN)/specwatch decode
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

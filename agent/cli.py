@@ -1,0 +1,84 @@
+"""The ``specwatch`` command line: thin commands that build objects and call one library function."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from enum import Enum
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="specwatch",
+    help="Watch, tune and switch speculative decoding per domain.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+console = Console()
+errors = Console(stderr=True)
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print a one-line error and return the Exit to raise."""
+    errors.print(f"[red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def emit_rows(rows: list[dict], fmt: Format, title: str | None = None) -> None:
+    """Print rows as a rich table, JSON or CSV (the same columns in every format)."""
+    if fmt is Format.json:
+        print(json.dumps(rows, indent=2))
+        return
+    columns = list(rows[0]) if rows else []
+    if fmt is Format.csv:
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, justify="right" if rows and _numeric(rows[0][col]) else "left")
+    for row in rows:
+        table.add_row(*(_cell(row[c]) for c in columns))
+    console.print(table)
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    return "" if value is None else str(value)
+
+
+def _register() -> None:
+    from agent.cli_decode import decode
+    from agent.cli_models import models_app
+
+    app.command(epilog="Example: specwatch decode --domain code --lookahead 4")(decode)
+    app.add_typer(models_app, name="models")
+
+
+def main() -> None:
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    _register()
+    app()
+
+
+if __name__ == "__main__":
+    main()
