@@ -67,11 +67,15 @@ def _cell(value) -> str:
 
 
 def _register() -> None:
+    from agent import cli_db, cli_stats
     from agent.cli_decode import decode
     from agent.cli_models import models_app
 
     app.command(epilog="Example: specwatch decode --domain code --lookahead 4")(decode)
     app.add_typer(models_app, name="models")
+    app.command(epilog=cli_stats.EXAMPLE)(cli_stats.stats)
+    app.command(epilog=cli_db.VERSIONS_EXAMPLE)(cli_db.versions)
+    app.add_typer(cli_db.db_app, name="db")
 
 
 def main() -> None:

@@ -81,7 +81,8 @@ class StepRecord:
         _check_text("draft_version", self.draft_version, 128)
         _check_int("lookahead", self.lookahead, 0, max_lookahead)
         _check_int("accepted", self.accepted, 0, self.lookahead)
-        _check_int("emitted", self.emitted, 1, None)
+        # One verification pass yields the accepted tokens plus at most one bonus token.
+        _check_int("emitted", self.emitted, 1, self.accepted + 1)
         _check_seconds("draft_seconds", self.draft_seconds)
         _check_seconds("verify_seconds", self.verify_seconds)
         if self.timestamp is not None:
@@ -93,17 +94,19 @@ class StepRecord:
         if self.accepted_mask is not None:
             mask = self.accepted_mask
             _check_list("accepted_mask", mask, self.lookahead)
-            if any(type(v) is not int or v not in (0, 1) for v in mask):
-                raise RecordError("accepted_mask", "entries must be 0 or 1")
-            if mask != [1] * self.accepted + [0] * (self.lookahead - self.accepted):
+            # The common case in C-level calls: the hot path validates every record.
+            if mask != [1] * self.accepted + [0] * (self.lookahead - self.accepted) or not _INT.issuperset(
+                    map(type, mask)):
+                if any(type(v) is not int or v not in (0, 1) for v in mask):
+                    raise RecordError("accepted_mask", "entries must be 0 or 1")
                 raise RecordError("accepted_mask", "must be `accepted` ones followed by zeros")
         for name in ("expected_acceptance", "draft_confidence"):
             values = getattr(self, name)
             if values is not None:
                 _check_list(name, values, self.lookahead)
-                for v in values:
-                    if not _is_number(v) or not 0.0 <= v <= 1.0:
-                        raise RecordError(name, "entries must be probabilities in [0, 1]")
+                if values and not (_NUMBER.issuperset(map(type, values)) and math.isfinite(math.fsum(values))
+                                   and min(values) >= 0.0 and max(values) <= 1.0):
+                    raise RecordError(name, "entries must be probabilities in [0, 1]")
         return self
 
 
@@ -111,6 +114,10 @@ REQUIRED = frozenset(
     ("domain", "lookahead", "accepted", "emitted", "draft_seconds", "verify_seconds",
      "target_version", "draft_version")
 )
+
+
+_INT = frozenset((int,))
+_NUMBER = frozenset((int, float))  # not bool: type(True) is bool
 
 
 def _is_number(v: Any) -> bool:
@@ -149,6 +156,8 @@ def _check_list(name: str, value: Any, length: int) -> None:
 def validate_batch(records: list[StepRecord], **limits: Any) -> list[StepRecord]:
     """Validate every record; the first failure raises RecordError carrying the record's index."""
     for i, record in enumerate(records):
+        if not isinstance(record, StepRecord):
+            raise RecordError("record", f"must be a StepRecord, got {type(record).__name__}", i)
         try:
             record.validate(**limits)
         except RecordError as exc:

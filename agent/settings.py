@@ -19,3 +19,10 @@ def db_url() -> str:
 def device() -> str:
     """Torch device for models (SPECWATCH_DEVICE, default auto: CUDA when present, else CPU)."""
     return os.environ.get("SPECWATCH_DEVICE") or "auto"
+
+
+def pod() -> str:
+    """This pod's name in stored history (SPECWATCH_POD, else HOSTNAME, else the host name)."""
+    import socket
+
+    return os.environ.get("SPECWATCH_POD") or os.environ.get("HOSTNAME") or socket.gethostname() or "local"

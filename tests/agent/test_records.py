@@ -49,3 +49,14 @@ def test_batch_error_carries_the_index():
     assert info.value.index == 1
     with pytest.raises(RecordError, match="lookahead"):
         validate_batch([StepRecord(**GOOD)], max_lookahead=2)
+
+
+def test_emitted_is_at_most_accepted_plus_the_bonus_token():
+    StepRecord.from_dict({**GOOD, "emitted": 1})  # stopped early: fewer is fine
+    with pytest.raises(RecordError, match="emitted: must be 1..2, got 3"):
+        StepRecord.from_dict({**GOOD, "emitted": 3})
+
+
+def test_batch_items_must_be_records():
+    with pytest.raises(RecordError, match=r"record 1: record: must be a StepRecord, got dict"):
+        validate_batch([StepRecord(**GOOD), dict(GOOD)])

@@ -1,0 +1,63 @@
+"""``specwatch db migrate|prune`` and ``specwatch versions``: schema, retention and model versions seen."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from agent import settings
+from agent.cli import Format, console, emit_rows, fail
+from agent.cli_stats import DbOption, open_store
+from agent.times import iso
+from storage import StoreError
+from storage.engine import Database
+from storage.migrate import upgrade
+
+db_app = typer.Typer(help="The history database: schema migrations and retention.", no_args_is_help=True)
+VERSIONS_EXAMPLE = "Example: specwatch versions --db sqlite:///specwatch.db --format json"
+
+
+@db_app.command(epilog="Example: specwatch db migrate --db postgresql://postgres@db:5432/specwatch")
+def migrate(db: DbOption = None) -> None:
+    """Create the schema, or migrate it up to the one this specwatch uses."""
+    try:
+        database = Database.open(db or settings.db_url())
+        try:
+            before, after = upgrade(database)
+        finally:
+            database.dispose()
+    except StoreError as exc:
+        raise fail(str(exc))
+    done = "already at" if before == after else f"migrated from {before or 'empty'} to"
+    console.print(f"schema {done} revision {after}", highlight=False)
+
+
+@db_app.command(epilog="Example: specwatch db prune --db sqlite:///specwatch.db")
+def prune(db: DbOption = None,
+          fmt: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table) -> None:
+    """Roll up what has ended, then apply retention now: delete expired rows the tier above covers."""
+    store = open_store(db)
+    try:
+        rolled = store.rollup()
+        deleted = store.prune()
+    except StoreError as exc:
+        raise fail(str(exc))
+    finally:
+        store.close(flush=False)
+    emit_rows([{"table": t, "rows_deleted": n} for t, n in deleted.items()], fmt,
+              title="retention (rolled up " + ", ".join(f"{n} {t}s" for t, n in rolled.items()) + " first)")
+
+
+def versions(db: DbOption = None,
+             fmt: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table) -> None:
+    """Model versions seen: target and draft, first and last seen, per pod (times UTC)."""
+    store = open_store(db)
+    try:
+        seen = store.versions()
+    except StoreError as exc:
+        raise fail(str(exc))
+    finally:
+        store.close(flush=False)
+    emit_rows([dict(pod=v.pod, role=v.role, version=v.version, first_seen=iso(v.first_seen),
+                    last_seen=iso(v.last_seen)) for v in seen], fmt, title="model versions seen")

@@ -1,0 +1,50 @@
+"""StoreConfig: what the store keeps and for how long. Configuration only, never learned state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DAY = 86_400
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Limits, window size and retention per tier (seconds).
+
+    - ``kmax``: the largest lookahead a record may carry; positions 1..kmax are counted.
+    - ``window_seconds``: length of the in-memory aggregation window; divides 60 so windows nest in minutes.
+    - ``late_seconds``: how long a flushed window still accepts late records; older records are counted in
+      the oldest window still open to them, so a re-flush never replaces stored totals with partial ones.
+    - ``retain_*``: how long each tier is kept (a lower tier only once the tier above covers it).
+    - ``pod``: the pod name given to records that carry none.
+    """
+
+    kmax: int = 16
+    max_domain_length: int = 64
+    window_seconds: int = 10
+    late_seconds: int = 300
+    retain_windows: int = 7 * DAY
+    retain_minutes: int = 30 * DAY
+    retain_hours: int = 400 * DAY
+    pod: str = "local"
+
+    def __post_init__(self) -> None:
+        if type(self.kmax) is not int or not 1 <= self.kmax <= 256:
+            raise ValueError(f"kmax must be an integer in 1..256, got {self.kmax!r}")
+        if type(self.max_domain_length) is not int or not 1 <= self.max_domain_length <= 256:
+            raise ValueError(f"max_domain_length must be in 1..256, got {self.max_domain_length!r}")
+        if type(self.window_seconds) is not int or self.window_seconds < 1 or 60 % self.window_seconds:
+            raise ValueError(f"window_seconds must divide 60 (1, 2, 5, 10, 30, ...), got {self.window_seconds!r}")
+        if type(self.late_seconds) is not int or self.late_seconds < 0:
+            raise ValueError(f"late_seconds must be a non-negative integer, got {self.late_seconds!r}")
+        retention = (self.retain_windows, self.retain_minutes, self.retain_hours)
+        if any(type(r) is not int or r <= 0 for r in retention):
+            raise ValueError(f"retention must be positive whole seconds, got {retention}")
+        if self.retain_windows <= self.late_seconds + 3600:
+            raise ValueError("retain_windows must exceed late_seconds by more than an hour, so late "
+                             "records never land in windows that were already pruned")
+        if not self.retain_windows <= self.retain_minutes <= self.retain_hours:
+            raise ValueError("retention must grow with the tier: windows <= minutes <= hours, got "
+                             f"{self.retain_windows} / {self.retain_minutes} / {self.retain_hours} s")
+        if not isinstance(self.pod, str) or not self.pod or len(self.pod) > 128 or not self.pod.isprintable():
+            raise ValueError(f"pod must be printable text of 1..128 characters, got {self.pod!r}")

@@ -1,0 +1,66 @@
+"""Raw counts of one window of one series, and what the stored columns derive from them.
+
+A series is (pod, domain, target_version, draft_version, lookahead). Within a series every step drafts the
+same K tokens, so a histogram of accepted lengths (hist[a] = steps that accepted a of K) carries everything:
+accepted tokens, drafted tokens and the per-position counts. Counting a step is one increment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SeriesKey = tuple[str, str, str, str, int]  # pod, domain, target_version, draft_version, lookahead
+
+
+@dataclass(slots=True)
+class WindowCounts:
+    """Sums over the steps of one series in one window."""
+
+    lookahead: int
+    steps: int = 0
+    emitted: int = 0
+    draft_seconds: float = 0.0
+    verify_seconds: float = 0.0
+    expected_sum: float = 0.0  # sum of expected acceptance over drafted positions that reported it
+    expected_n: int = 0  # how many drafted positions reported it
+    hist: list[int] = field(default_factory=list)  # hist[a]: steps with `a` accepted tokens, a = 0..K
+
+    def __post_init__(self) -> None:
+        if not self.hist:
+            self.hist = [0] * (self.lookahead + 1)
+
+    def merged(self, other: "WindowCounts") -> "WindowCounts":
+        """A new WindowCounts holding both sums (same series)."""
+        if other.lookahead != self.lookahead:
+            raise ValueError("cannot merge windows of different lookahead")
+        return WindowCounts(
+            self.lookahead, self.steps + other.steps, self.emitted + other.emitted,
+            self.draft_seconds + other.draft_seconds, self.verify_seconds + other.verify_seconds,
+            self.expected_sum + other.expected_sum, self.expected_n + other.expected_n,
+            [a + b for a, b in zip(self.hist, other.hist)])
+
+
+def accepted_tokens(c: WindowCounts) -> int:
+    return sum(a * n for a, n in enumerate(c.hist))
+
+
+def drafted_tokens(c: WindowCounts) -> int:
+    return c.lookahead * c.steps
+
+
+def position_counts(hist: list[int]) -> list[tuple[int, int, int]]:
+    """(position, reached, accepted) for positions 1..K from a histogram of accepted lengths.
+
+    A draft reaches position i when the first i - 1 tokens were accepted; it is accepted there when at
+    least i were. Positions after the first rejection were never verified and are not counted, so
+    accepted / reached is the conditional acceptance at i. Positions no draft reached are left out.
+    """
+    rows = []
+    at_least = sum(hist)  # steps with accepted >= i - 1, starting at i = 1
+    for i in range(1, len(hist)):
+        reached = at_least
+        if not reached:
+            break
+        at_least -= hist[i - 1]
+        rows.append((i, reached, at_least))
+    return rows

@@ -1,0 +1,43 @@
+"""Closed windows between the aggregator and the database, kept as running totals.
+
+A window stays here for ``late_seconds`` after it closes. Records that arrive late for it are merged in,
+and the whole total is written again: the store replaces stored totals, never adds to them, so writing a
+window twice (a retry, or a late record) stores the same or a larger total and never double counts.
+"""
+
+from __future__ import annotations
+
+from storage.aggregator import Windows
+from storage.counts import SeriesKey, WindowCounts
+
+Entry = tuple[int, SeriesKey]  # window start, series
+
+
+class PendingWindows:
+    """Running totals of recently closed windows, and which of them the database has not seen yet."""
+
+    def __init__(self) -> None:
+        self._totals: dict[Entry, WindowCounts] = {}
+        self._unwritten: set[Entry] = set()
+
+    def merge(self, closed: Windows) -> None:
+        for start, series in closed.items():
+            for key, counts in series.items():
+                entry = (start, key)
+                old = self._totals.get(entry)
+                self._totals[entry] = counts if old is None else old.merged(counts)
+                self._unwritten.add(entry)
+
+    def unwritten(self) -> list[tuple[int, SeriesKey, WindowCounts]]:
+        return [(s, k, self._totals[(s, k)]) for s, k in sorted(self._unwritten)]
+
+    def mark_written(self, entries: list[Entry]) -> None:
+        self._unwritten.difference_update(entries)
+
+    def evict_before(self, start: int) -> None:
+        """Forget written windows that started before ``start``; unwritten ones stay until written."""
+        for entry in [e for e in self._totals if e[0] < start and e not in self._unwritten]:
+            del self._totals[entry]
+
+    def __len__(self) -> int:
+        return len(self._totals)

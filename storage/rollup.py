@@ -1,0 +1,82 @@
+"""Rollups: recompute whole buckets of the tier above from the tier below (replace, so idempotent).
+
+Every write to a tier marks the bucket of the tier above that holds it as dirty; a rollup recomputes the
+dirty buckets that have ended, marks their buckets one tier up, and clears the marks nobody touched while
+it ran. So late data and data from other pods are rolled up whenever they arrive.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import sqlalchemy as sa
+
+from storage import schema
+from storage.sql import bucket, floor_to
+from storage.state import TierState, load_state, save_state
+from storage.tiers import Tier
+from storage.writer import mark_dirty
+
+log = logging.getLogger(__name__)
+VALUE_COLUMNS = (*schema.COUNT_COLUMNS, *schema.SUM_COLUMNS)
+
+
+def rollup(conn: sa.Connection, chain: tuple[Tier, ...], now: float) -> dict[str, int]:
+    """Roll every tier up into the next one; return how many buckets of each upper tier were rebuilt."""
+    state = load_state(conn, chain)
+    done = {}
+    for i, (lower, upper) in enumerate(zip(chain, chain[1:])):
+        above = chain[i + 2] if i + 2 < len(chain) else None
+        done[upper.name] = _rollup_pair(conn, lower, upper, above, state, now)
+    save_state(conn, state)
+    return done
+
+
+def _rollup_pair(conn, lower: Tier, upper: Tier, above: Tier | None, state: dict[str, TierState],
+                 now: float) -> int:
+    horizon = floor_to(now, upper.seconds)
+    d = schema.dirty.c
+    marks = conn.execute(sa.select(d.bucket_start, d.changes).where(
+        d.tier == upper.name, d.bucket_start < horizon).order_by(d.bucket_start)).all()
+    available = state[lower.name].available_from
+    gone = [m for m in marks if m.bucket_start < available]
+    if gone:
+        # The rows below were pruned: these buckets cannot be rebuilt, and keep what they have.
+        log.warning("%d %s buckets changed after the %s rows below them were pruned; left as they are",
+                    len(gone), upper.name, lower.name)
+    todo = [m for m in marks if m.bucket_start >= available]
+    for lo, hi in _runs([m.bucket_start for m in todo], upper.seconds):
+        _rebuild(conn, lower.table, upper.table, lo, hi, upper.seconds, VALUE_COLUMNS)
+        _rebuild(conn, lower.positions, upper.positions, lo, hi, upper.seconds, ("reached", "accepted"),
+                 ("position",))
+    if above is not None and todo:
+        mark_dirty(conn, above.name, {floor_to(m.bucket_start, above.seconds) for m in todo})
+    if marks:
+        # Cleared only if unchanged since read: a concurrent write bumps `changes` and keeps its mark.
+        conn.execute(sa.delete(schema.dirty).where(
+            d.tier == upper.name, d.bucket_start == sa.bindparam("b"), d.changes == sa.bindparam("c")),
+            [dict(b=m.bucket_start, c=m.changes) for m in marks])
+    state[upper.name].rolled_until = max(state[upper.name].rolled_until, horizon)
+    return len(todo)
+
+
+def _runs(starts: list[int], seconds: int) -> list[tuple[int, int]]:
+    """Sorted bucket starts -> maximal [lo, hi) runs of consecutive buckets."""
+    runs: list[list[int]] = []
+    for s in starts:
+        if runs and runs[-1][1] == s:
+            runs[-1][1] = s + seconds
+        else:
+            runs.append([s, s + seconds])
+    return [(lo, hi) for lo, hi in runs]
+
+
+def _rebuild(conn, src: sa.Table, dst: sa.Table, lo: int, hi: int, seconds: int,
+             summed: tuple[str, ...], extra_keys: tuple[str, ...] = ()) -> None:
+    """Replace dst's rows in [lo, hi) with sums of src's rows, bucketed by ``seconds``."""
+    conn.execute(sa.delete(dst).where(dst.c.bucket_start >= lo, dst.c.bucket_start < hi))
+    start = bucket(src.c.bucket_start, seconds)
+    keys = (start, src.c.series_id, *(src.c[k] for k in extra_keys))
+    select = (sa.select(*keys, *(sa.func.sum(src.c[c]) for c in summed))
+              .where(src.c.bucket_start >= lo, src.c.bucket_start < hi).group_by(*keys))
+    conn.execute(sa.insert(dst).from_select(["bucket_start", "series_id", *extra_keys, *summed], select))

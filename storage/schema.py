@@ -1,0 +1,127 @@
+"""Every table of the store, in one place (SQLAlchemy Core). Migrations in storage/migrations/ build it.
+
+Step history lives in three tiers of the same shape: ``windows`` (a few seconds), ``minutes`` and
+``hours``. A row holds sums and counts for one series in one bucket, never averages. Per-position counts
+sit beside each tier in ``<tier>_positions``, one row per drafted position reached, so any K fits.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(naming_convention={
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+})
+
+TEXT = 128
+
+series = sa.Table(
+    "series", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("domain", sa.String(256), nullable=False),
+    sa.Column("lookahead", sa.Integer, nullable=False),
+    sa.Column("target_version", sa.String(TEXT), nullable=False),
+    sa.Column("draft_version", sa.String(TEXT), nullable=False),
+    sa.Column("pod", sa.String(TEXT), nullable=False),
+    sa.UniqueConstraint("domain", "lookahead", "target_version", "draft_version", "pod"),
+)
+
+COUNT_COLUMNS = ("steps", "drafted", "accepted", "emitted", "expected_n")
+SUM_COLUMNS = ("expected_sum", "draft_seconds", "verify_seconds")
+
+
+def _tier(name: str, positions: str, by_series_index: bool) -> tuple[sa.Table, sa.Table]:
+    """A tier's table and its per-position table. Counts are 4-byte integers: one series never nears
+    2^31 steps in an hour, and sums across rows are taken as 8-byte integers by SUM."""
+    table = sa.Table(
+        name, metadata,
+        sa.Column("bucket_start", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("series_id", sa.Integer, sa.ForeignKey("series.id"), primary_key=True,
+                  autoincrement=False),
+        *(sa.Column(c, sa.Integer, nullable=False) for c in COUNT_COLUMNS),
+        *(sa.Column(c, sa.Float, nullable=False) for c in SUM_COLUMNS),
+        sqlite_with_rowid=False,
+    )
+    if by_series_index:
+        sa.Index(None, table.c.series_id, table.c.bucket_start)
+    per_position = sa.Table(
+        f"{positions}_positions", metadata,
+        sa.Column("bucket_start", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("series_id", sa.Integer, sa.ForeignKey("series.id"), primary_key=True,
+                  autoincrement=False),
+        sa.Column("position", sa.SmallInteger, primary_key=True, autoincrement=False),
+        sa.Column("reached", sa.Integer, nullable=False),
+        sa.Column("accepted", sa.Integer, nullable=False),
+        sqlite_with_rowid=False,
+    )
+    return table, per_position
+
+
+windows, window_positions = _tier("windows", "window", False)
+minutes, minute_positions = _tier("minutes", "minute", True)
+hours, hour_positions = _tier("hours", "hour", True)
+
+# Buckets of a tier whose rows are older than the tier below (written since the last rollup).
+# ``changes`` counts writes, so a rollup clears only the marks nobody touched while it ran.
+dirty = sa.Table(
+    "dirty", metadata,
+    sa.Column("tier", sa.String(16), primary_key=True),
+    sa.Column("bucket_start", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("changes", sa.Integer, nullable=False),
+)
+
+# Per tier: rows before ``available_from`` may have been pruned; buckets ending at or before
+# ``rolled_until`` have been rolled up from the tier below (the watermark).
+tier_state = sa.Table(
+    "tier_state", metadata,
+    sa.Column("tier", sa.String(16), primary_key=True),
+    sa.Column("available_from", sa.BigInteger, nullable=False),
+    sa.Column("rolled_until", sa.BigInteger, nullable=False),
+)
+
+model_versions = sa.Table(
+    "model_versions", metadata,
+    sa.Column("pod", sa.String(TEXT), primary_key=True),
+    sa.Column("role", sa.String(16), primary_key=True),  # target or draft
+    sa.Column("version", sa.String(TEXT), primary_key=True),
+    sa.Column("first_seen", sa.Float, nullable=False),
+    sa.Column("last_seen", sa.Float, nullable=False),
+)
+
+def _event(name: str, *columns: sa.Column, index: tuple[str, ...]) -> sa.Table:
+    """An event table: when, which pod and domain, then the event's own columns."""
+    return sa.Table(
+        name, metadata,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("ts", sa.Float, nullable=False),
+        sa.Column("pod", sa.String(TEXT), nullable=False),
+        sa.Column("domain", sa.String(256), nullable=False),
+        *columns,
+        sa.Index(None, *index),
+    )
+
+
+transitions = _event("transitions", sa.Column("enabled", sa.Boolean, nullable=False),
+                     sa.Column("reason", sa.Text, nullable=False), index=("domain", "ts"))
+
+decisions = _event("decisions", sa.Column("lookahead", sa.Integer, nullable=False),
+                   sa.Column("speculate", sa.Boolean, nullable=False),
+                   sa.Column("policy", sa.String(TEXT), nullable=False),
+                   sa.Column("reason", sa.Text, nullable=False), index=("pod", "domain", "ts"))
+
+alerts = sa.Table(
+    "alerts", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),  # hash of the labels
+    sa.Column("alertname", sa.String(256), nullable=False),
+    sa.Column("labels", sa.Text, nullable=False),  # JSON object
+    sa.Column("annotations", sa.Text, nullable=False),  # JSON object
+    sa.Column("starts_at", sa.Float, nullable=False),
+    sa.Column("ends_at", sa.Float),  # set when resolved
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("fingerprint", "starts_at"),
+    sa.Index(None, "ends_at"),
+)

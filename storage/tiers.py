@@ -1,0 +1,29 @@
+"""The three tiers of step history, finest first: windows -> minutes -> hours."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from storage import schema
+from storage.config import StoreConfig
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    seconds: int  # bucket length
+    retain: int  # seconds a row is kept (once the tier above covers it)
+    table: sa.Table
+    positions: sa.Table
+
+
+def tiers(config: StoreConfig) -> tuple[Tier, Tier, Tier]:
+    return (Tier("window", config.window_seconds, config.retain_windows, schema.windows,
+                 schema.window_positions),
+            Tier("minute", 60, config.retain_minutes, schema.minutes, schema.minute_positions),
+            Tier("hour", 3600, config.retain_hours, schema.hours, schema.hour_positions))
+
+
+TIER_NAMES = ("window", "minute", "hour")

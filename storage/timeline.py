@@ -1,0 +1,69 @@
+"""History over a range, for plotting: acceptance per domain over time, off periods, alerts, versions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage.events import StoredAlert, Transition, VersionSeen
+
+
+@dataclass(frozen=True)
+class Point:
+    start: int  # bucket start, unix seconds
+    acceptance: float | None  # None when nothing was drafted (speculation off)
+    steps: int
+
+
+@dataclass(frozen=True)
+class OffPeriod:
+    domain: str
+    pod: str
+    start: float
+    end: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class History:
+    since: int
+    until: int
+    bucket_seconds: int
+    acceptance: dict[str, list[Point]]  # per domain, by time
+    off: list[OffPeriod]
+    alerts: list[StoredAlert]
+    target_versions: list[VersionSeen]  # target versions first seen inside the range
+
+
+def grain(since: float, until: float) -> str:
+    """The time bucket that gives a readable number of points for a range."""
+    span = until - since
+    return "minute" if span <= 6 * 3600 else "hour" if span <= 21 * 86400 else "day"
+
+
+def off_periods(transitions: list[Transition], since: float, until: float) -> list[OffPeriod]:
+    """Periods with speculation off, per pod and domain, clipped to [since, until)."""
+    open_: dict[tuple[str, str], Transition] = {}
+    spans = []
+    for t in sorted(transitions, key=lambda t: t.ts):
+        key = (t.pod, t.domain)
+        if not t.enabled and key not in open_:
+            open_[key] = t
+        elif t.enabled and key in open_:
+            off = open_.pop(key)
+            spans.append(OffPeriod(t.domain, t.pod, off.ts, t.ts, off.reason))
+    spans += [OffPeriod(t.domain, t.pod, t.ts, until, t.reason) for t in open_.values()]
+    clipped = [OffPeriod(s.domain, s.pod, max(s.start, since), min(s.end, until), s.reason) for s in spans]
+    return sorted((s for s in clipped if s.start < s.end), key=lambda s: (s.start, s.domain))
+
+
+def target_changes(targets: list[VersionSeen], since: float, until: float) -> list[VersionSeen]:
+    """Target versions that replaced an earlier one inside [since, until): the first sighting of each
+    version across pods, leaving out each pod's very first target (nothing changed then)."""
+    first_of_pod: dict[str, float] = {}
+    for v in targets:
+        first_of_pod[v.pod] = min(first_of_pod.get(v.pod, v.first_seen), v.first_seen)
+    earliest: dict[str, VersionSeen] = {}
+    for v in sorted(targets, key=lambda v: v.first_seen):
+        if v.first_seen > first_of_pod[v.pod] and v.version not in earliest:
+            earliest[v.version] = v
+    return [v for v in earliest.values() if since <= v.first_seen < until]

@@ -1,0 +1,108 @@
+"""Rollups equal direct aggregation; retention never deletes what the tier above does not cover; the
+planner picks the coarsest tier that answers a range exactly."""
+
+import pytest
+
+from history import T0, random_steps, step
+from storage import StatsQuery, Store, StoreConfig
+from storage.planner import Segment
+
+H = 3600
+ALL = ("domain", "lookahead", "pod", "target_version", "hour")
+
+
+def rows(store, by=ALL, **kw):
+    return store.stats(StatsQuery(by=by, until=T0 + 400 * 86400, **kw)).rows
+
+
+def same(a, b):
+    assert len(a) == len(b) and a  # never vacuous
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        for key, value in x.items():
+            if isinstance(value, float):
+                assert value == pytest.approx(y[key], rel=1e-9, abs=1e-12), key
+            else:
+                assert value == y[key], key
+
+
+@pytest.fixture
+def history(store):
+    store.write_records(random_steps(3000, T0, 3 * H, seed=1))
+    store.flush(T0 + 3 * H)
+    return store
+
+
+def test_rollup_equals_direct_aggregation(history):
+    direct = rows(history, tier="window")
+    positions = rows(history, by=("domain", "position"), tier="window")
+    assert history.rollup(T0 + 3 * H) == {"minute": 180, "hour": 3}
+    for tier in ("minute", "hour", None):
+        same(rows(history, tier=tier), direct)
+        same(rows(history, by=("domain", "position"), tier=tier), positions)
+    assert history.rollup(T0 + 3 * H) == {"minute": 0, "hour": 0}  # nothing changed since
+    same(rows(history, tier="hour"), direct)
+
+
+def test_rollup_waits_for_the_bucket_to_end(history):
+    history.rollup(T0 + H + 90)  # mid-hour: minutes up to T0 + H + 60, hours up to T0 + H
+    assert rows(history, tier="hour", since=T0 + H) == []
+    assert sum(r["steps"] for r in rows(history, tier="minute", since=T0 + H)) > 0
+    same(rows(history), rows(history, tier="window"))  # the planner fills in from windows
+
+
+def test_late_data_is_rolled_up_again(history, db_url, clock):
+    history.rollup(T0 + 3 * H)
+    other = Store.open(db_url, StoreConfig(pod="pod-late"), clock=clock, backfill=True)  # another pod, flushing late
+    other.write_records([step("code", 4, 3, T0 + 30 * 60)])
+    other.close()
+    direct = rows(history, tier="window")
+    same(rows(history), direct)  # the stale hour is answered from below until the next rollup
+    assert history.rollup(T0 + 3 * H) == {"minute": 1, "hour": 1}
+    same(rows(history, tier="hour"), direct)
+
+
+def test_retention_never_deletes_uncovered_rows(history, db_url, clock):
+    before = rows(history, by=("domain",))
+    far = T0 + 500 * 86400
+    history.prune(far)  # nothing rolled up yet: nothing is covered, nothing goes
+    same(rows(history, by=("domain",), tier="window"), before)
+    history.rollup(T0 + 3 * H)
+    other = Store.open(db_url, StoreConfig(pod="pod-late"), clock=clock, backfill=True)
+    other.write_records([step("chat", 2, 2, T0 + 2 * H + 600)])  # un-covers minute 2h10m and its hour
+    other.close()
+    expected = rows(history, by=("domain",), tier="window")
+    history.prune(T0 + 3 * H + 8 * 86400)  # windows expired; those before the late minute are covered
+    kept = history.stats(StatsQuery(by=("minute",), tier="window", until=far)).rows
+    assert kept and min(r["minute"] for r in kept) == T0 + 2 * H + 600
+    same(rows(history, by=("domain",)), expected)  # and the answer is unchanged
+    history.rollup(T0 + 3 * H)
+    history.prune(far)  # now everything is covered and expired, up to the hours' own retention
+    assert rows(history, by=("domain",), tier="window") == []
+    assert rows(history, by=("domain",), tier="minute") == []
+
+
+def test_hours_expire_after_their_own_retention(history):
+    history.rollup(T0 + 3 * H)
+    history.prune(T0 + 400 * 86400 + 2 * H)  # the first two hours are older than 400 days
+    assert [r["hour"] for r in rows(history, by=("hour",), tier="hour")] == [T0 + 2 * H]
+
+
+def test_tier_selection(history):
+    history.rollup(T0 + 3 * H)
+
+    def segments(since, until, by=("domain",)):
+        return history.stats(StatsQuery(since=since, until=until, by=by)).plan.segments
+
+    assert segments(T0, T0 + 3 * H) == (Segment("hour", T0, T0 + 3 * H),)
+    assert segments(T0 + 70, T0 + 2 * H) == (Segment("window", T0 + 70, T0 + 120),
+                                             Segment("minute", T0 + 120, T0 + H),
+                                             Segment("hour", T0 + H, T0 + 2 * H))
+    assert segments(T0, T0 + 3 * H, by=("minute",)) == (Segment("minute", T0, T0 + 3 * H),)
+    assert segments(T0, T0 + 3 * H, by=("day", "domain")) == (Segment("hour", T0, T0 + 3 * H),)
+    history.write_records([step(ts=T0 + 3 * H + 5)])
+    history.flush(T0 + 3 * H + 60)  # a new minute, not rolled up yet
+    # The hour holding it is behind; its written minute comes from windows, the rest from (empty) minutes.
+    assert segments(T0, T0 + 4 * H) == (Segment("hour", T0, T0 + 3 * H),
+                                        Segment("window", T0 + 3 * H, T0 + 3 * H + 60),
+                                        Segment("minute", T0 + 3 * H + 60, T0 + 4 * H))
