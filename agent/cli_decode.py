@@ -61,10 +61,9 @@ def decode(
         runs = compare(decoder, prompts, max_tokens, lookahead, on_done=show)
     except ValueError as exc:
         raise fail(str(exc))
-    emit_rows([dict(domain=r.domain, target=target, K=lookahead, acceptance=round(r.acceptance_rate, 4),
-                    tokens_per_step=round(r.tokens_per_step, 3),
-                    target_only_tok_s=round(r.target_only_tps, 1),
-                    speculative_tok_s=round(r.speculative_tps, 1), speedup=round(r.speedup, 3),
-                    identical=r.identical) for r in runs], fmt,
+    emit_rows([{"domain": r.domain, "K": lookahead, "accept": round(r.acceptance_rate, 4),
+                "tok/step": round(r.tokens_per_step, 3), "target tok/s": round(r.target_only_tps, 1),
+                "spec tok/s": round(r.speculative_tps, 1), "speedup": round(r.speedup, 3),
+                "same text": r.identical} for r in runs], fmt,
               title=f"target {target} ({kit.versions[f'target-{target}']}) with draft "
                     f"{kit.versions['draft']}, K={lookahead}")
