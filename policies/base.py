@@ -1,0 +1,105 @@
+"""The policy interface: ``choose(domain) -> Decision`` before a step, ``update(domain, outcome)`` after.
+
+Arms are lookaheads K in 0..kmax; K = 0 is a plain target step ("speculation off"). Rewards are measured
+goodput, tokens emitted per second of step time (draft + verify), never acceptance alone: whether a K pays
+depends on this hardware's costs and load as much as on acceptance.
+
+Policies never do I/O. History (for a warm start) is handed to them as ``ArmStats``.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+StopDrafting = Callable[[float, int], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do on the next step of a domain. ``speculate`` is False exactly when lookahead is 0."""
+
+    lookahead: int
+    speculate: bool
+    reason: str
+    policy: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one step cost and gave; built from a StepRecord (or anything with its attribute names)."""
+
+    lookahead: int
+    accepted: int
+    emitted: int
+    draft_seconds: float
+    verify_seconds: float
+    accepted_mask: tuple[int, ...] | None = None
+    draft_confidence: tuple[float, ...] | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.draft_seconds + self.verify_seconds
+
+    @classmethod
+    def of(cls, step: Any) -> "Outcome":
+        if isinstance(step, Outcome):
+            return step
+        mask, conf = getattr(step, "accepted_mask", None), getattr(step, "draft_confidence", None)
+        return cls(int(step.lookahead), int(step.accepted), int(step.emitted), float(step.draft_seconds),
+                   float(step.verify_seconds), tuple(mask) if mask is not None else None,
+                   tuple(conf) if conf is not None else None)
+
+
+@dataclass(frozen=True, slots=True)
+class ArmStats:
+    """Stored totals of one domain at one lookahead (for a warm start).
+
+    ``reached[i]`` / ``accepted[i]``: drafts that reached position i + 1 / were accepted there (counted up
+    to and including the first rejection, so accepted / reached is the conditional acceptance).
+    """
+
+    lookahead: int
+    steps: int
+    emitted: int
+    draft_seconds: float
+    verify_seconds: float
+    reached: tuple[int, ...] = field(default=())
+    accepted: tuple[int, ...] = field(default=())
+
+
+class Policy(ABC):
+    """Chooses a lookahead per domain from measured outcomes. Seeded: same seed, same choices."""
+
+    name = "policy"
+
+    def __init__(self, kmax: int = 8, seed: int | None = None):
+        if type(kmax) is not int or not 1 <= kmax <= 64:
+            raise ValueError(f"kmax must be an integer in 1..64, got {kmax!r}")
+        self.kmax = kmax
+        self.seed = seed
+        self._rng = random.Random(seed)
+
+    @abstractmethod
+    def choose(self, domain: str) -> Decision:
+        """The lookahead for the next step of ``domain``."""
+
+    @abstractmethod
+    def update(self, domain: str, outcome: Outcome) -> "Policy":
+        """Learn from one step of ``domain``; returns self."""
+
+    def warm_start(self, domain: str, history: Sequence[ArmStats]) -> "Policy":
+        """Start ``domain`` from stored totals instead of from zero; returns self. Default: ignore."""
+        return self
+
+    def stop_drafting(self, domain: str) -> StopDrafting | None:
+        """A callable that ends drafting inside a step (``None``: draft all K)."""
+        return None
+
+    def decision(self, lookahead: int, reason: str) -> Decision:
+        return Decision(lookahead, lookahead > 0, reason, self.name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(kmax={self.kmax}, seed={self.seed})"

@@ -1,0 +1,67 @@
+"""Sums that fade with a halflife counted in a domain's steps (lazily: decayed only when touched)."""
+
+from __future__ import annotations
+
+import math
+
+
+class DecayingSums:
+    """Weight, numerator and denominator sums (and their second moments, for a standard error), each
+    multiplied by 2^(-elapsed / halflife)."""
+
+    __slots__ = ("halflife", "_n", "_num", "_den", "_nn", "_dd", "_nd", "_at")
+
+    def __init__(self, halflife: float):
+        if not halflife > 0:
+            raise ValueError(f"halflife must be positive, got {halflife!r}")
+        self.halflife = float(halflife)
+        self._n = self._num = self._den = self._nn = self._dd = self._nd = 0.0
+        self._at = 0
+
+    def _decay(self, step: int) -> None:
+        if step != self._at:
+            f = math.exp2(-(step - self._at) / self.halflife)
+            self._n, self._num, self._den = self._n * f, self._num * f, self._den * f
+            self._nn, self._dd, self._nd, self._at = self._nn * f, self._dd * f, self._nd * f, step
+
+    def add(self, step: int, numerator: float, denominator: float) -> None:
+        self._decay(step)
+        self._n += 1.0
+        self._num += numerator
+        self._den += denominator
+        self._nn += numerator * numerator
+        self._dd += denominator * denominator
+        self._nd += numerator * denominator
+
+    def seed(self, step: int, weight: float, numerator: float, denominator: float,
+             max_halflives: float = 2.0) -> None:
+        """Add stored totals, scaled down to at most ``max_halflives`` halflives' worth of steps."""
+        cap = max_halflives * self.halflife / math.log(2)
+        scale = min(1.0, cap / weight) if weight > 0 else 0.0
+        self._decay(step)
+        self._n += weight * scale
+        self._num += numerator * scale
+        self._den += denominator * scale
+        # Stored totals carry no spread: assume each step equal to the mean (a small standard error).
+        if weight > 0:
+            self._nn += scale * numerator * numerator / weight
+            self._dd += scale * denominator * denominator / weight
+            self._nd += scale * numerator * denominator / weight
+
+    def weight(self, step: int) -> float:
+        self._decay(step)
+        return self._n
+
+    def ratio(self, step: int) -> float:
+        self._decay(step)
+        return self._num / self._den if self._den > 0 else 0.0
+
+    def stderr(self, step: int) -> float:
+        """Standard error of ``ratio`` by the delta method: sqrt(Var(num - R den) / n) / mean(den)."""
+        self._decay(step)
+        if self._n <= 1 or self._den <= 0:
+            return math.inf
+        r = self._num / self._den
+        mean_den = self._den / self._n
+        resid = (self._nn - 2 * r * self._nd + r * r * self._dd) / self._n  # E[(num - R den)^2]
+        return math.sqrt(max(resid, 0.0) / (self._n - 1)) / mean_den

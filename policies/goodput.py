@@ -1,0 +1,72 @@
+"""Goodput arithmetic as pure functions: what a lookahead K is expected to give and cost.
+
+Goodput is tokens emitted per second of step time. A step with lookahead K drafts K tokens, verifies them
+in one target pass and emits accepted + 1 tokens. With conditional acceptance ``cond[i]`` at drafted
+position i + 1 (probability of acceptance there given every earlier drafted token was accepted):
+
+    E[emitted | K] = 1 + sum_{j=1..K} prod_{i<j} cond[i]
+
+which is Leviathan et al.'s (1 - a^(K+1)) / (1 - a) when every cond[i] = a (arXiv 2211.17192).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+
+def goodput(emitted: float, seconds: float) -> float:
+    """Tokens per second; 0 when no time was measured."""
+    return emitted / seconds if seconds > 0 else 0.0
+
+
+def expected_emitted(cond: Sequence[float], k: int) -> float:
+    """Expected tokens emitted by one step of lookahead ``k`` (positions past ``cond`` count as 0)."""
+    total, reach = 1.0, 1.0
+    for i in range(min(k, len(cond))):
+        reach *= min(max(cond[i], 0.0), 1.0)
+        total += reach
+    return total
+
+
+def leviathan_tokens(a: float, k: int) -> float:
+    """(1 - a^(K+1)) / (1 - a): expected tokens per step at a constant acceptance ``a``."""
+    return float(k + 1) if a >= 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def leviathan_speedup(a: float, k: int, c: float) -> float:
+    """Leviathan et al.'s wall-time speed-up with draft/target cost ratio ``c`` (verify = one target step)."""
+    return leviathan_tokens(a, k) / (k * c + 1.0)
+
+
+def step_seconds(k: int, draft_per_token: float, verify: Sequence[float]) -> float:
+    """Seconds of one step of lookahead ``k``: k draft forwards plus the verify pass of k + 1 tokens."""
+    return k * draft_per_token + verify[min(k, len(verify) - 1)]
+
+
+def predicted_goodput(cond: Sequence[float], k: int, draft_per_token: float, verify: Sequence[float]) -> float:
+    """Expected tokens per second of lookahead ``k`` (ratio of expectations: tokens over time)."""
+    return goodput(expected_emitted(cond, k), step_seconds(k, draft_per_token, verify))
+
+
+def best_lookahead(cond: Sequence[float], draft_per_token: float, verify: Sequence[float], kmax: int) -> int:
+    """The K in 0..kmax with the highest predicted goodput (the smaller K on ties)."""
+    scores = [predicted_goodput(cond, k, draft_per_token, verify) for k in range(kmax + 1)]
+    best = max(scores)
+    return next(k for k, s in enumerate(scores) if s >= best * (1 - 1e-12))
+
+
+def break_even_acceptance(k: int, c: float, verify_ratio: float = 1.0) -> float:
+    """The constant acceptance at which lookahead ``k`` runs as fast as plain decoding.
+
+    ``verify_ratio`` is the cost of verifying k + 1 tokens over one target step. Found by bisection on
+    leviathan_tokens(a, k) = k c + verify_ratio; returns 1.0 when no acceptance breaks even.
+    """
+    need = k * c + verify_ratio
+    if k == 0 or need >= k + 1:
+        return 1.0 if k else 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if leviathan_tokens(mid, k) < need else (lo, mid)
+    return hi if math.isfinite(hi) else 1.0

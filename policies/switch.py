@@ -1,0 +1,232 @@
+"""The speculation on/off switch, per domain, with hysteresis, probes and a watch after re-enabling.
+
+Speculation goes off for a domain when the best speculative arm's measured goodput stays below K = 0's by
+``margin_off`` for ``dwell`` of that domain's steps; it comes back on when probes show the best speculative
+arm above K = 0 by ``margin_on`` for ``dwell`` steps. Time is counted in the domain's steps, not seconds,
+so a sidecar at 10 steps/s and one at 10k steps/s react alike. While off, a ``probe_fraction`` of steps
+still speculate so recovery is found; while on, K = 0 is measured now and then if the policy never runs
+it (``baseline_fraction`` of steps while its estimate is thin). After re-enabling, acceptance is watched for ``watch_steps``: if it collapses
+below ``collapse_ratio`` of what the probes saw (a stale drafter state, as reported for TensorRT-LLM's
+SpeculationGate), speculation goes off again at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from policies.base import ArmStats, Outcome
+from policies.estimates import DecayingSums
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    margin_off: float = 0.05  # off when best speculative goodput < (1 - margin_off) x K = 0's
+    margin_on: float = 0.05  # back on when it is > (1 + margin_on) x K = 0's
+    dwell: int = 40  # domain steps a condition must hold before a transition
+    halflife: float = 60.0  # domain steps; how fast speculative arms' estimates forget
+    baseline_halflife: float = 1000.0  # K = 0 costs change with load and hardware, not with acceptance
+    min_samples: float = 4.0  # effective steps before a speculative arm's estimate counts
+    min_baseline: float = 10.0  # effective K = 0 steps before K = 0's estimate counts
+    confidence: float = 2.0  # a difference counts once it exceeds this many standard errors
+    probe_fraction: float = 0.05  # share of steps that still speculate while off
+    baseline_fraction: float = 0.1  # share of steps forced to K = 0 while K = 0 is short of min_baseline
+    watch_steps: int = 200  # steps after re-enabling during which acceptance is watched
+    collapse_ratio: float = 0.5  # acceptance below this share of the probes' acceptance is a collapse
+    watch_tokens: int = 32  # drafted tokens needed before the watch judges
+
+    def __post_init__(self) -> None:
+        for name in ("margin_off", "margin_on", "probe_fraction", "baseline_fraction", "collapse_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        for name in ("dwell", "watch_steps", "watch_tokens"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("halflife", "baseline_halflife", "min_samples", "min_baseline", "confidence"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """Speculation turned on (``speculate``) or off for ``domain`` at that domain's step ``step``."""
+
+    domain: str
+    speculate: bool
+    reason: str
+    step: int
+    speculative_goodput: float | None
+    baseline_goodput: float | None
+
+
+@dataclass
+class _Domain:
+    arms: dict[int, DecayingSums]
+    on: bool = True
+    step: int = 0
+    streak: int = 0  # consecutive steps the condition for leaving the current state held
+    since_baseline: int = 0
+    watch_left: int = 0  # steps left in the post-enable watch
+    watch_drafted: int = 0
+    watch_accepted: int = 0
+    probe_acceptance: DecayingSums | None = None  # acceptance seen by probes while off
+    last_reason: str = "on: no evidence yet"
+    history: list[Transition] = field(default_factory=list)
+
+
+class Switch:
+    """Per-domain on/off state. ``gate`` filters a policy's lookahead; ``update`` learns from each step."""
+
+    def __init__(self, config: SwitchConfig | None = None, seed: int | None = None):
+        import random
+
+        self.config = config or SwitchConfig()
+        self._rng = random.Random(seed)
+        self._domains: dict[str, _Domain] = {}
+        self._listeners: list[Callable[[Transition], None]] = []
+
+    # -- queries --------------------------------------------------------------------------------
+    def is_on(self, domain: str) -> bool:
+        return self._state(domain).on
+
+    def reason(self, domain: str) -> str:
+        return self._state(domain).last_reason
+
+    def transitions(self, domain: str) -> list[Transition]:
+        return list(self._state(domain).history)
+
+    def goodputs(self, domain: str) -> tuple[float | None, float | None]:
+        """(best speculative arm's goodput, K = 0's goodput); None where not yet measured."""
+        s = self._state(domain)
+        return self._best_speculative(s), self._estimate(s, 0)
+
+    def subscribe(self, listener: Callable[[Transition], None]) -> "Switch":
+        """Call ``listener(transition)`` on every transition (storage, alerts)."""
+        self._listeners.append(listener)
+        return self
+
+    # -- the decision path ----------------------------------------------------------------------
+    def gate(self, domain: str, proposed: int, fallback: int = 1) -> tuple[int, str]:
+        """The lookahead to run given the policy's ``proposed`` one, and why.
+
+        ``fallback`` is the K a probe uses when the policy proposes 0 and no speculative arm is known.
+        """
+        s = self._state(domain)
+        cfg = self.config
+        if s.on:
+            base = s.arms.get(0)
+            weight = base.weight(s.step) if base is not None else 0.0
+            # K = 0 fades slowly (baseline_halflife), so keeping it measured costs well under 1% of steps.
+            due = s.since_baseline * cfg.baseline_fraction >= 1
+            if proposed > 0 and weight < cfg.min_baseline and due:
+                return 0, "switch: measuring K=0 (baseline)"
+            return proposed, ""
+        if self._rng.random() < cfg.probe_fraction:
+            k = proposed if proposed > 0 else (self._best_arm(s) or fallback)
+            return k, f"switch: off, probing K={k}"
+        return 0, f"switch: off ({s.last_reason})"
+
+    def update(self, domain: str, outcome: Outcome) -> "Switch":
+        s = self._state(domain)
+        cfg = self.config
+        s.step += 1
+        k = outcome.lookahead
+        s.since_baseline = 0 if k == 0 else s.since_baseline + 1
+        arm = s.arms.setdefault(k, DecayingSums(cfg.baseline_halflife if k == 0 else cfg.halflife))
+        arm.add(s.step, outcome.emitted, outcome.seconds)
+        if k > 0 and not s.on:
+            probes = s.probe_acceptance or DecayingSums(cfg.halflife)
+            s.probe_acceptance = probes
+            probes.add(s.step, outcome.accepted, k)
+        if k > 0 and s.on and s.watch_left > 0:
+            s.watch_left -= 1
+            s.watch_drafted += k
+            s.watch_accepted += outcome.accepted
+            if self._collapsed(s):
+                return self._flip(domain, s, False, self._collapse_reason(s))
+        spec, base = self._best_speculative(s), self._estimate(s, 0)
+        if spec is None or base is None:
+            s.streak = 0
+            return self
+        best = s.arms[self._best_arm(s)]
+        noise = cfg.confidence * math.hypot(best.stderr(s.step), s.arms[0].stderr(s.step))
+        if s.on:
+            losing = spec < (1 - cfg.margin_off) * base - noise
+            s.streak = s.streak + 1 if losing else 0
+            if s.streak >= cfg.dwell:
+                self._flip(domain, s, False, f"off: best speculative {spec:.0f} tok/s < K=0 {base:.0f} "
+                                             f"tok/s for {cfg.dwell} steps")
+        else:
+            paying = spec > (1 + cfg.margin_on) * base + noise
+            s.streak = s.streak + 1 if paying else 0
+            if s.streak >= cfg.dwell:
+                self._flip(domain, s, True, f"on: probes show {spec:.0f} tok/s > K=0 {base:.0f} "
+                                            f"tok/s for {cfg.dwell} steps")
+        return self
+
+    # -- warm start -----------------------------------------------------------------------------
+    def warm_start(self, domain: str, history: Sequence[ArmStats], on: bool | None = None) -> "Switch":
+        """Seed arm estimates from stored totals (capped to a few halflives) and the last stored state."""
+        s = self._state(domain)
+        for h in history:
+            if h.steps <= 0 or h.draft_seconds + h.verify_seconds <= 0:
+                continue
+            halflife = self.config.baseline_halflife if h.lookahead == 0 else self.config.halflife
+            arm = s.arms.setdefault(h.lookahead, DecayingSums(halflife))
+            arm.seed(s.step, h.steps, h.emitted, h.draft_seconds + h.verify_seconds)
+        if on is not None:
+            s.on = on
+            s.last_reason = "restored from history: " + ("on" if on else "off")
+        return self
+
+    # -- internals ------------------------------------------------------------------------------
+    def _state(self, domain: str) -> _Domain:
+        s = self._domains.get(domain)
+        if s is None:
+            s = self._domains[domain] = _Domain(arms={})
+        return s
+
+    def _estimate(self, s: _Domain, k: int) -> float | None:
+        arm = s.arms.get(k)
+        need = self.config.min_baseline if k == 0 else self.config.min_samples
+        if arm is None or arm.weight(s.step) < need:
+            return None
+        return arm.ratio(s.step)
+
+    def _best_arm(self, s: _Domain) -> int | None:
+        scored = [(self._estimate(s, k), k) for k in s.arms if k > 0]
+        scored = [(g, k) for g, k in scored if g is not None]
+        return max(scored)[1] if scored else None
+
+    def _best_speculative(self, s: _Domain) -> float | None:
+        best = self._best_arm(s)
+        return None if best is None else self._estimate(s, best)
+
+    def _collapsed(self, s: _Domain) -> bool:
+        if s.watch_drafted < self.config.watch_tokens or s.probe_acceptance is None:
+            return False
+        seen = s.probe_acceptance.ratio(s.step)
+        return seen > 0 and s.watch_accepted / s.watch_drafted < self.config.collapse_ratio * seen
+
+    def _collapse_reason(self, s: _Domain) -> str:
+        seen = s.probe_acceptance.ratio(s.step) if s.probe_acceptance else 0.0
+        return (f"off: acceptance collapsed after re-enabling ({s.watch_accepted / s.watch_drafted:.2f} "
+                f"vs {seen:.2f} while probing)")
+
+    def _flip(self, domain: str, s: _Domain, on: bool, reason: str) -> "Switch":
+        spec, base = self._best_speculative(s), self._estimate(s, 0)
+        s.on, s.streak, s.last_reason = on, 0, reason
+        if on:
+            s.watch_left, s.watch_drafted, s.watch_accepted = self.config.watch_steps, 0, 0
+        else:
+            s.watch_left, s.probe_acceptance = 0, None
+        t = Transition(domain, on, reason, s.step, spec, base)
+        s.history.append(t)
+        del s.history[:-100]
+        for listener in self._listeners:
+            listener(t)
+        return self
