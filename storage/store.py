@@ -172,6 +172,11 @@ class Store:
             return events.load_alerts(conn, state, since, until)
 
     # -- queries -------------------------------------------------------------------------------------
+    def transitions(self, domain: str | None = None, until: float | None = None) -> list[Transition]:
+        """Stored on/off transitions, oldest first."""
+        with self.db.read() as conn:
+            return events.transitions(conn, self._now(until), domain)
+
     def stats(self, query: StatsQuery) -> StatsResult:
         with self.db.read() as conn:
             return stats(conn, query, self.tiers, self._clock())
