@@ -1,0 +1,52 @@
+"""Policies by name, for the CLI, the sidecar's configuration and the benchmark.
+
+``fixed:K``, ``heuristic``, ``thompson``, ``sliding-ucb``, ``model-based``, ``confidence-stop`` (early stop
+on top of model-based); append ``+switch`` to put the policy behind the on/off switch.
+"""
+
+from __future__ import annotations
+
+from policies.base import Policy
+
+NAMES = ("fixed:K", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop")
+SWITCH = "+switch"
+
+
+def make(name: str, kmax: int = 8, seed: int | None = None) -> Policy:
+    """A fresh policy; ValueError names the accepted spellings."""
+    if name.endswith(SWITCH):
+        from policies.switch import Switch
+        from policies.switched import Switched
+
+        return Switched(make(name[: -len(SWITCH)], kmax, seed), Switch(seed=seed))
+    base, _, arg = name.partition(":")
+    if base == "fixed":
+        from policies.fixed import Fixed
+
+        if not arg.isdigit():
+            raise ValueError(f"policy: write fixed:K with K in 0..{kmax}, got {name!r}")
+        return Fixed(int(arg), kmax=kmax)
+    if arg:
+        raise ValueError(f"policy: only fixed takes an argument, got {name!r}")
+    if base == "heuristic":
+        from policies.heuristic import Heuristic
+
+        return Heuristic(kmax=kmax)
+    if base == "thompson":
+        from policies.thompson import DiscountedThompson
+
+        return DiscountedThompson(kmax=kmax, seed=seed)
+    if base == "sliding-ucb":
+        from policies.sliding_ucb import SlidingWindowUCB
+
+        return SlidingWindowUCB(kmax=kmax, seed=seed)
+    if base == "model-based":
+        from policies.model_based import ModelBased
+
+        return ModelBased(kmax=kmax, seed=seed)
+    if base == "confidence-stop":
+        from policies.confidence import ConfidenceStop
+        from policies.model_based import ModelBased
+
+        return ConfidenceStop(ModelBased(kmax=kmax, seed=seed), kmax=kmax, seed=seed)
+    raise ValueError(f"policy: unknown {name!r}; choose from {', '.join(NAMES)} (optionally with {SWITCH})")
