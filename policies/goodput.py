@@ -70,3 +70,17 @@ def break_even_acceptance(k: int, c: float, verify_ratio: float = 1.0) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if leviathan_tokens(mid, k) < need else (lo, mid)
     return hi if math.isfinite(hi) else 1.0
+
+
+def stop_weight(accept: float, seconds_per_token: float, draft_per_token: float) -> float:
+    """The weight w of the miss rate in the early-stop rule "minimise fpr + w fnr" (transformers uses 3).
+
+    Stopping after a token that is then accepted loses the next drafted position: about ``accept`` tokens,
+    each worth ``seconds_per_token`` (1 / goodput), less the draft forward saved. Drafting on after a token
+    that is then rejected wastes at least one draft forward. fpr and fnr are rates per class, so that cost
+    ratio is scaled by the class ratio accept / (1 - accept). 0 means stopping is always right.
+    """
+    if draft_per_token <= 0:
+        return math.inf
+    gain = max(accept * seconds_per_token - draft_per_token, 0.0) / draft_per_token
+    return gain * accept / max(1.0 - accept, 1e-9)

@@ -1,0 +1,235 @@
+"""Model-based lookahead: fit acceptance by position and cost by K, then pick the K of best predicted goodput.
+
+Per domain it keeps discounted sums (halflife counted in the domain's steps, so a target update that
+collapses acceptance fades the old evidence): drafts that reached / were accepted at each position, and
+steps, draft seconds and verify seconds per K. Every ``refresh_every`` steps it estimates conditional
+acceptance per position and the step cost per K from those sums, each shrunk toward a smooth trend that
+scikit-learn re-fits every ``refit_every`` steps (``policies.fit``: logistic in position, linear in K), so
+rarely seen positions and K borrow strength from their neighbours. The K in 0..kmax maximising predicted
+goodput E[emitted | K] / E[seconds | K] wins: Leviathan et al.'s formula (arXiv 2211.17192) with
+per-position acceptance and measured costs, K = 0 included as in SmartSpec (arXiv 2406.14066).
+
+Positions beyond the chosen K are never observed, so with probability ``explore`` a step is a probe: one
+or two more than the best K (learns the next positions; from K = 0 it keeps checking whether speculation
+pays again) or K = 0 (keeps the plain step's cost measured). Until ``warmup`` steps have run it cycles a
+few K (the first is kmax // 2) to measure costs across the range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from policies import fit
+from policies.base import ArmStats, Decision, Outcome, Policy
+from policies.goodput import best_lookahead, expected_emitted, predicted_goodput, step_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """One fit of a domain: ``cond[i]`` conditional acceptance at position i + 1; ``verify[k]`` seconds of a
+    K-step beyond its k draft tokens; per K, predicted ``emitted`` tokens, ``seconds`` and ``goodput``;
+    ``best`` the argmax of goodput."""
+
+    cond: tuple[float, ...]
+    draft_per_token: float
+    verify: tuple[float, ...]
+    emitted: tuple[float, ...]
+    seconds: tuple[float, ...]
+    goodput: tuple[float, ...]
+    best: int
+
+
+class _Domain:
+    """Sums kept with a growing weight (``scale``) instead of decaying every entry on every step; dividing
+    by ``scale`` gives the discounted sums. Renormalised at every refresh."""
+
+    __slots__ = ("steps", "scale", "reached", "accepted", "weight", "draft", "verify", "pred", "decision",
+                 "next_refresh", "next_fit", "seen", "expected", "accept_trend", "cost_trend")
+
+    def __init__(self, kmax: int, first_fit: int):
+        self.steps, self.scale, self.next_refresh, self.next_fit = 0, 1.0, first_fit, first_fit
+        self.seen, self.expected = [0.0, 0.0], [0.0, 0.0]  # tokens, seconds since the last trend fit
+        self.accept_trend: list[float] = []
+        self.cost_trend: list[float] = []
+        self.reached, self.accepted = [0.0] * kmax, [0.0] * kmax
+        self.weight, self.draft, self.verify = [0.0] * (kmax + 1), [0.0] * (kmax + 1), [0.0] * (kmax + 1)
+        self.pred: Prediction | None = None
+        self.decision: Decision | None = None
+
+    def rescale(self) -> None:
+        inv = 1.0 / self.scale
+        for xs in (self.reached, self.accepted, self.weight, self.draft, self.verify):
+            xs[:] = [x * inv for x in xs]
+        self.scale = 1.0
+
+
+class ModelBased(Policy):
+    """Argmax of predicted goodput under fitted acceptance and cost curves, with probes; see the module doc.
+
+    ``halflife``: steps of a domain after which evidence weighs half (300: a collapse of acceptance turns
+    speculation off within about two halflives, while ~430 effective steps keep estimates steady).
+    ``refresh_every``: steps between re-decisions from the current sums (pure Python, tens of us).
+    ``refit_every``: steps between scikit-learn fits of the trends once settled (the gap doubles from
+    ``warmup`` up to it); a fit costs a few milliseconds, mostly sklearn's input checks.
+    ``surprise``: refit the trends at the next refresh when measured goodput since the last fit strays
+    from the predicted one by more than this log-ratio, so a change is followed at once while a steady
+    domain pays for few fits.
+    ``warmup``: steps of cycling K before the first fit. ``explore``: probability that a step is a probe.
+    ``clip``: a step costing more than ``clip`` times its predicted seconds (a GC pause, a preemption)
+    counts as ``clip`` times. ``accept_prior`` / ``cost_prior``: pseudo-steps pulling each position / each
+    K toward the fitted trend.
+    """
+
+    name = "model-based"
+
+    def __init__(self, kmax: int = 8, seed: int | None = None, *, halflife: float = 300.0,
+                 refresh_every: int = 50, refit_every: int = 500, warmup: int = 40, explore: float = 0.05,
+                 surprise: float = 0.25, clip: float = 4.0, accept_prior: float = 5.0, cost_prior: float = 5.0):
+        super().__init__(kmax, seed)
+        if not halflife > 0:
+            raise ValueError(f"halflife must be positive, got {halflife!r}")
+        for label, value in (("refresh_every", refresh_every), ("refit_every", refit_every), ("warmup", warmup)):
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
+        if refresh_every > 100 * halflife:  # the lazily grown weights would overflow between refreshes
+            raise ValueError(f"refresh_every must be at most 100 halflives, got {refresh_every!r}")
+        if not 0.0 <= explore < 1.0:
+            raise ValueError(f"explore must be in [0, 1), got {explore!r}")
+        if not surprise > 0:
+            raise ValueError(f"surprise must be positive, got {surprise!r}")
+        if not clip > 1.0:
+            raise ValueError(f"clip must be > 1, got {clip!r}")
+        if not (accept_prior > 0 and cost_prior > 0):
+            raise ValueError(f"accept_prior and cost_prior must be positive, got {accept_prior!r}, "
+                             f"{cost_prior!r}")
+        self.halflife, self.refresh_every, self.refit_every = float(halflife), refresh_every, refit_every
+        self.warmup, self.explore = warmup, explore
+        self.surprise, self.clip, self.accept_prior, self.cost_prior = surprise, clip, accept_prior, cost_prior
+        self._growth = 2.0 ** (1.0 / self.halflife)
+        self._cycle = tuple(dict.fromkeys((max(1, kmax // 2), kmax, 0, 1)))
+        self._domains: dict[str, _Domain] = {}
+
+    # -- the per-step path: cheap ------------------------------------------------------------------
+    def choose(self, domain: str) -> Decision:
+        st = self._domains.get(domain) or self._new(domain)
+        if st.decision is None:
+            k = self._cycle[st.steps % len(self._cycle)]
+            return self.decision(k, f"warmup: cycling K over {','.join(map(str, self._cycle))} to measure "
+                                    f"acceptance and costs ({st.steps}/{self.warmup} steps)")
+        if self.explore and self._rng.random() < self.explore:
+            return self._probe(st.pred)
+        return st.decision
+
+    def update(self, domain: str, outcome: Outcome) -> "ModelBased":
+        st = self._domains.get(domain) or self._new(domain)
+        k, w = outcome.lookahead, st.scale
+        acc = min(outcome.accepted, k)
+        st.scale *= self._growth
+        st.steps += 1
+        # Per-position counts stop at the first rejection: later drafted tokens were never verified.
+        reached, accepted = st.reached, st.accepted
+        for i in range(min(acc + 1, k, self.kmax)):
+            reached[i] += w
+        for i in range(min(acc, self.kmax)):
+            accepted[i] += w
+        if k <= self.kmax:
+            d, v = outcome.draft_seconds, outcome.verify_seconds
+            pred = st.pred
+            if pred is not None:
+                cap = self.clip * pred.seconds[k]
+                if d + v > cap > 0:
+                    d, v = d * cap / (d + v), v * cap / (d + v)
+                st.seen[0] += outcome.emitted
+                st.seen[1] += d + v
+                st.expected[0] += pred.emitted[k]
+                st.expected[1] += pred.seconds[k]
+            st.weight[k] += w
+            st.draft[k] += w * d
+            st.verify[k] += w * v
+        if st.steps >= st.next_refresh:
+            self._refresh(st, st.steps >= st.next_fit or self._surprised(st))
+        return self
+
+    def _surprised(self, st: _Domain) -> bool:
+        (tokens, seconds), (tokens_hat, seconds_hat) = st.seen, st.expected
+        if tokens <= 0 or seconds <= 0 or seconds_hat <= 0:
+            return False
+        return abs(math.log(tokens * seconds_hat / (seconds * tokens_hat))) > self.surprise
+
+    # -- fits ----------------------------------------------------------------------------------------
+    def _refresh(self, st: _Domain, refit: bool) -> None:
+        """Re-decide from the current sums; with ``refit``, first re-fit the trends they shrink toward."""
+        st.rescale()
+        per_token, fixed = fit.fixed_cost_sums(st.weight, st.draft, st.verify)
+        if refit:
+            st.accept_trend = fit.acceptance_trend(st.reached, st.accepted)
+            st.cost_trend = fit.cost_trend(st.weight, fixed)
+            st.next_fit = st.steps + min(self.refit_every, max(self.warmup, st.steps))  # doubling, then steady
+            st.seen, st.expected = [0.0, 0.0], [0.0, 0.0]
+        cond = tuple(fit.shrink(st.accepted, st.reached, st.accept_trend, self.accept_prior))
+        verify = tuple(fit.shrink(fixed, st.weight, st.cost_trend, self.cost_prior))
+        ks = range(self.kmax + 1)
+        emitted = tuple(expected_emitted(cond, k) for k in ks)
+        seconds = tuple(step_seconds(k, per_token, verify) for k in ks)
+        scores = tuple(predicted_goodput(cond, k, per_token, verify) for k in ks)
+        best = best_lookahead(cond, per_token, verify, self.kmax)
+        st.pred = Prediction(cond, per_token, verify, emitted, seconds, scores, best)
+        shown = " ".join(f"{c:.2f}".removeprefix("0") for c in cond[: min(self.kmax, max(best, 1) + 1)])
+        st.decision = self.decision(best, f"model: K={best} predicts {_rate(scores[best])} tok/s "
+                                          f"(K=0 {_rate(scores[0])}), cond accept {shown}")
+        st.next_refresh = st.steps + self.refresh_every
+
+    def _probe(self, pred: Prediction) -> Decision:
+        best = pred.best
+        options = [k for k in (best + 1, best + 2) if k <= self.kmax] + ([0] if best > 0 else [])
+        if options == [0]:
+            options.append(best - 1)
+        k = self._rng.choice(options)
+        what = "the plain-step cost" if k == 0 else f"acceptance up to position {k}"
+        return self.decision(k, f"probe: K={k} measures {what}; model best K={best} "
+                                f"({_rate(pred.goodput[best])} tok/s)")
+
+    def _new(self, domain: str) -> _Domain:
+        st = self._domains[domain] = _Domain(self.kmax, self.warmup)
+        return st
+
+    # -- history and inspection ------------------------------------------------------------------------
+    def warm_start(self, domain: str, history: Sequence[ArmStats]) -> "ModelBased":
+        """Seed ``domain`` from stored totals, weighing at most one halflife-window of fresh steps
+        (1 / (1 - discount), the steady-state discounted mass), and fit at once: no warmup."""
+        total = sum(h.steps for h in history)
+        if total <= 0:
+            return self
+        st = self._domains.get(domain) or self._new(domain)
+        f = min(1.0, 1.0 / (1.0 - 1.0 / self._growth) / total) * st.scale
+        for h in history:
+            for i, (r, a) in enumerate(zip(h.reached[: self.kmax], h.accepted)):
+                st.reached[i] += f * r
+                st.accepted[i] += f * min(a, r)
+            if 0 <= h.lookahead <= self.kmax and h.steps > 0:
+                st.weight[h.lookahead] += f * h.steps
+                st.draft[h.lookahead] += f * h.draft_seconds
+                st.verify[h.lookahead] += f * h.verify_seconds
+        if any(st.weight):
+            self._refresh(st, True)
+        return self
+
+    def prediction(self, domain: str) -> Prediction | None:
+        """The latest fit of ``domain`` (None before the first)."""
+        st = self._domains.get(domain)
+        return st.pred if st else None
+
+    def reset(self, domain: str) -> "ModelBased":
+        """Forget ``domain`` (e.g. after a drift alert): it starts again with a warmup."""
+        self._domains.pop(domain, None)
+        return self
+
+    def __repr__(self) -> str:
+        return (f"ModelBased(kmax={self.kmax}, seed={self.seed}, halflife={self.halflife:g}, "
+                f"refit_every={self.refit_every}, explore={self.explore:g})")
+
+
+def _rate(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
