@@ -1,8 +1,9 @@
 """The speculation on/off switch, per domain, with hysteresis, probes and a watch after re-enabling.
 
-Speculation goes off for a domain when the best speculative arm's measured goodput stays below K = 0's by
-``margin_off`` for ``dwell`` of that domain's steps; it comes back on when probes show the best speculative
-arm above K = 0 by ``margin_on`` for ``dwell`` steps. Time is counted in the domain's steps, not seconds,
+Speculation goes off for a domain when the goodput of its recent speculative steps (whatever K the policy
+ran) stays below K = 0's by ``margin_off`` for ``dwell`` of that domain's steps, or when the policy itself has
+stopped speculating; it comes back on when probes (run at the best speculative arm) show speculation above
+K = 0 by ``margin_on`` for ``dwell`` steps. Differences count only beyond ``confidence`` standard errors. Time is counted in the domain's steps, not seconds,
 so a sidecar at 10 steps/s and one at 10k steps/s react alike. While off, a ``probe_fraction`` of steps
 still speculate so recovery is found; while on, K = 0 is measured now and then if the policy never runs
 it (``baseline_fraction`` of steps while its estimate is thin). After re-enabling, acceptance is watched for ``watch_steps``: if it collapses
@@ -24,20 +25,23 @@ from policies.estimates import DecayingSums
 class SwitchConfig:
     margin_off: float = 0.05  # off when best speculative goodput < (1 - margin_off) x K = 0's
     margin_on: float = 0.05  # back on when it is > (1 + margin_on) x K = 0's
-    dwell: int = 40  # domain steps a condition must hold before a transition
-    halflife: float = 60.0  # domain steps; how fast speculative arms' estimates forget
+    dwell: int = 30  # domain steps a condition must hold before a transition
+    halflife: float = 40.0  # domain steps; how fast the speculative estimates forget
     baseline_halflife: float = 1000.0  # K = 0 costs change with load and hardware, not with acceptance
     min_samples: float = 4.0  # effective steps before a speculative arm's estimate counts
     min_baseline: float = 10.0  # effective K = 0 steps before K = 0's estimate counts
-    confidence: float = 2.0  # a difference counts once it exceeds this many standard errors
+    confidence: float = 1.0  # a difference counts once it exceeds this many standard errors (for `dwell` steps)
     probe_fraction: float = 0.05  # share of steps that still speculate while off
     baseline_fraction: float = 0.1  # share of steps forced to K = 0 while K = 0 is short of min_baseline
+    investigate_fraction: float = 0.25  # share of steps measuring the other side when a transition is
+    # suggested but not yet significant (K = 0 while on, probes while off): evidence where it matters
     watch_steps: int = 200  # steps after re-enabling during which acceptance is watched
     collapse_ratio: float = 0.5  # acceptance below this share of the probes' acceptance is a collapse
     watch_tokens: int = 32  # drafted tokens needed before the watch judges
 
     def __post_init__(self) -> None:
-        for name in ("margin_off", "margin_on", "probe_fraction", "baseline_fraction", "collapse_ratio"):
+        for name in ("margin_off", "margin_on", "probe_fraction", "baseline_fraction", "investigate_fraction",
+                     "collapse_ratio"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
@@ -65,15 +69,19 @@ class Transition:
 
 @dataclass
 class _Domain:
-    arms: dict[int, DecayingSums]
+    arms: dict[int, DecayingSums]  # per K: which speculative arm probes should run
+    speculative: DecayingSums  # every K > 0 step pooled: what speculation gives now (fast memory)
+    speculative_slow: DecayingSums  # the same with 4x the memory: small but lasting losses
     on: bool = True
     step: int = 0
     streak: int = 0  # consecutive steps the condition for leaving the current state held
+    suspect: bool = False  # the point estimates favour a transition that is not yet significant
     since_baseline: int = 0
     watch_left: int = 0  # steps left in the post-enable watch
     watch_drafted: int = 0
     watch_accepted: int = 0
-    probe_acceptance: DecayingSums | None = None  # acceptance seen by probes while off
+    probes: DecayingSums | None = None  # goodput of the probes since speculation went off
+    probe_acceptance: DecayingSums | None = None  # acceptance seen by those probes
     last_reason: str = "on: no evidence yet"
     history: list[Transition] = field(default_factory=list)
 
@@ -102,7 +110,7 @@ class Switch:
     def goodputs(self, domain: str) -> tuple[float | None, float | None]:
         """(best speculative arm's goodput, K = 0's goodput); None where not yet measured."""
         s = self._state(domain)
-        return self._best_speculative(s), self._estimate(s, 0)
+        return self._speculative(s), self._estimate(s, 0)
 
     def subscribe(self, listener: Callable[[Transition], None]) -> "Switch":
         """Call ``listener(transition)`` on every transition (storage, alerts)."""
@@ -124,8 +132,11 @@ class Switch:
             due = s.since_baseline * cfg.baseline_fraction >= 1
             if proposed > 0 and weight < cfg.min_baseline and due:
                 return 0, "switch: measuring K=0 (baseline)"
+            if proposed > 0 and s.suspect and s.since_baseline * cfg.investigate_fraction >= 1:
+                return 0, "switch: measuring K=0 (speculation looks slower)"
             return proposed, ""
-        if self._rng.random() < cfg.probe_fraction:
+        rate = cfg.investigate_fraction if s.suspect else cfg.probe_fraction
+        if self._rng.random() < rate:
             k = proposed if proposed > 0 else (self._best_arm(s) or fallback)
             return k, f"switch: off, probing K={k}"
         return 0, f"switch: off ({s.last_reason})"
@@ -138,56 +149,91 @@ class Switch:
         s.since_baseline = 0 if k == 0 else s.since_baseline + 1
         arm = s.arms.setdefault(k, DecayingSums(cfg.baseline_halflife if k == 0 else cfg.halflife))
         arm.add(s.step, outcome.emitted, outcome.seconds)
+        if k > 0:
+            s.speculative.add(s.step, outcome.emitted, outcome.seconds)
+            s.speculative_slow.add(s.step, outcome.emitted, outcome.seconds)
         if k > 0 and not s.on:
-            probes = s.probe_acceptance or DecayingSums(cfg.halflife)
-            s.probe_acceptance = probes
-            probes.add(s.step, outcome.accepted, k)
+            # Probes are rare, so their memory spans as many probes as `halflife` spans steps.
+            halflife = cfg.halflife / max(cfg.probe_fraction, 1e-3)
+            s.probes = s.probes or DecayingSums(halflife)
+            s.probe_acceptance = s.probe_acceptance or DecayingSums(halflife)
+            s.probes.add(s.step, outcome.emitted, outcome.seconds)
+            s.probe_acceptance.add(s.step, outcome.accepted, k)
         if k > 0 and s.on and s.watch_left > 0:
             s.watch_left -= 1
             s.watch_drafted += k
             s.watch_accepted += outcome.accepted
             if self._collapsed(s):
                 return self._flip(domain, s, False, self._collapse_reason(s))
-        spec, base = self._best_speculative(s), self._estimate(s, 0)
-        if spec is None or base is None:
+        spec, base = self._speculative(s), self._estimate(s, 0)
+        if base is None:
             s.streak = 0
             return self
-        best = s.arms[self._best_arm(s)]
-        noise = cfg.confidence * math.hypot(best.stderr(s.step), s.arms[0].stderr(s.step))
+        if spec is None and s.on:  # nothing speculated lately: only the policy itself can have chosen that
+            if k == 0:
+                s.streak += 1
+                if s.streak >= cfg.dwell:
+                    self._flip(domain, s, False, f"off: the policy ran K=0 for {cfg.dwell}+ steps "
+                                                 f"(K=0 {base:.0f} tok/s)")
+            else:
+                s.streak = 0
+            return self
+        if spec is None:
+            s.streak = 0
+            return self
+        base_se = s.arms[0].stderr(s.step)
         if s.on:
-            losing = spec < (1 - cfg.margin_off) * base - noise
+            # A large loss shows within a few dozen steps on the fast memory; a small one only on the slow.
+            losing = False
+            for sums in (s.speculative, s.speculative_slow):
+                if sums.weight(s.step) >= cfg.min_samples:
+                    g = sums.ratio(s.step)
+                    noise = cfg.confidence * math.hypot(sums.stderr(s.step), base_se)
+                    losing = losing or g < (1 - cfg.margin_off) * base - noise
+            s.suspect = spec < (1 - cfg.margin_off) * base
             s.streak = s.streak + 1 if losing else 0
             if s.streak >= cfg.dwell:
-                self._flip(domain, s, False, f"off: best speculative {spec:.0f} tok/s < K=0 {base:.0f} "
-                                             f"tok/s for {cfg.dwell} steps")
+                self._flip(domain, s, False, f"off: speculative steps give {spec:.0f} tok/s < K=0 "
+                                             f"{base:.0f} tok/s for {cfg.dwell} steps")
         else:
+            noise = cfg.confidence * math.hypot(s.probes.stderr(s.step), base_se)
+            s.suspect = spec > (1 + cfg.margin_on) * base
             paying = spec > (1 + cfg.margin_on) * base + noise
             s.streak = s.streak + 1 if paying else 0
             if s.streak >= cfg.dwell:
-                self._flip(domain, s, True, f"on: probes show {spec:.0f} tok/s > K=0 {base:.0f} "
+                self._flip(domain, s, True, f"on: probes give {spec:.0f} tok/s > K=0 {base:.0f} "
                                             f"tok/s for {cfg.dwell} steps")
         return self
 
     # -- warm start -----------------------------------------------------------------------------
     def warm_start(self, domain: str, history: Sequence[ArmStats], on: bool | None = None) -> "Switch":
-        """Seed arm estimates from stored totals (capped to a few halflives) and the last stored state."""
+        """Seed estimates from stored totals (capped to a few halflives) and the last stored state."""
         s = self._state(domain)
-        for h in history:
-            if h.steps <= 0 or h.draft_seconds + h.verify_seconds <= 0:
-                continue
-            halflife = self.config.baseline_halflife if h.lookahead == 0 else self.config.halflife
-            arm = s.arms.setdefault(h.lookahead, DecayingSums(halflife))
-            arm.seed(s.step, h.steps, h.emitted, h.draft_seconds + h.verify_seconds)
         if on is not None:
             s.on = on
             s.last_reason = "restored from history: " + ("on" if on else "off")
+        usable = [h for h in history if h.steps > 0 and h.draft_seconds + h.verify_seconds > 0]
+        for h in usable:
+            halflife = self.config.baseline_halflife if h.lookahead == 0 else self.config.halflife
+            s.arms.setdefault(h.lookahead, DecayingSums(halflife)).seed(
+                s.step, h.steps, h.emitted, h.draft_seconds + h.verify_seconds)
+        best = self._best_arm(s)
+        for h in usable:
+            if h.lookahead == best:  # speculation as the best stored arm gave it
+                sums = DecayingSums(self.config.halflife)
+                sums.seed(s.step, h.steps, h.emitted, h.draft_seconds + h.verify_seconds)
+                if s.on:
+                    s.speculative = sums
+                else:
+                    s.probes = sums
         return self
 
     # -- internals ------------------------------------------------------------------------------
     def _state(self, domain: str) -> _Domain:
         s = self._domains.get(domain)
         if s is None:
-            s = self._domains[domain] = _Domain(arms={})
+            halflife = self.config.halflife
+            s = self._domains[domain] = _Domain({}, DecayingSums(halflife), DecayingSums(4 * halflife))
         return s
 
     def _estimate(self, s: _Domain, k: int) -> float | None:
@@ -202,9 +248,12 @@ class Switch:
         scored = [(g, k) for g, k in scored if g is not None]
         return max(scored)[1] if scored else None
 
-    def _best_speculative(self, s: _Domain) -> float | None:
-        best = self._best_arm(s)
-        return None if best is None else self._estimate(s, best)
+    def _speculative(self, s: _Domain) -> float | None:
+        """Goodput of recent speculative steps while on; of the probes while off."""
+        sums = s.speculative if s.on else s.probes
+        if sums is None or sums.weight(s.step) < self.config.min_samples:
+            return None
+        return sums.ratio(s.step)
 
     def _collapsed(self, s: _Domain) -> bool:
         if s.watch_drafted < self.config.watch_tokens or s.probe_acceptance is None:
@@ -218,12 +267,12 @@ class Switch:
                 f"vs {seen:.2f} while probing)")
 
     def _flip(self, domain: str, s: _Domain, on: bool, reason: str) -> "Switch":
-        spec, base = self._best_speculative(s), self._estimate(s, 0)
-        s.on, s.streak, s.last_reason = on, 0, reason
+        spec, base = self._speculative(s), self._estimate(s, 0)
+        s.on, s.streak, s.suspect, s.last_reason = on, 0, False, reason
         if on:
             s.watch_left, s.watch_drafted, s.watch_accepted = self.config.watch_steps, 0, 0
         else:
-            s.watch_left, s.probe_acceptance = 0, None
+            s.watch_left, s.probes, s.probe_acceptance = 0, None, None
         t = Transition(domain, on, reason, s.step, spec, base)
         s.history.append(t)
         del s.history[:-100]

@@ -147,3 +147,37 @@ def test_domains_are_independent():
 def test_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         SwitchConfig(**{field: value})
+
+
+def _marginal_loss_reaction(config: SwitchConfig, seed: int) -> int | None:
+    # K=1 at acceptance 0.15 runs at about 0.88x plain decoding: a small loss, hard to tell from noise.
+    policy = Switched(Constant(1), Switch(config, seed=seed))
+    world = World(accept=0.9, seed=seed + 10, noise=0.2)
+    run(policy, world, 1000)
+    world.accept = 0.15
+    run(policy, world, 3000)
+    offs = [t.step - 1000 for t in policy.switch.transitions("d") if not t.speculate]
+    return offs[0] if offs else None
+
+
+def test_a_small_loss_is_found_by_measuring_k0_more_when_speculation_looks_slower():
+    reactions = [_marginal_loss_reaction(SwitchConfig(), seed) for seed in range(5)]
+    assert all(r is not None and r <= 450 for r in reactions), reactions
+
+
+def test_power_without_investigation_a_small_loss_can_take_thousands_of_steps():
+    reactions = [_marginal_loss_reaction(SwitchConfig(investigate_fraction=0.0), seed) for seed in range(5)]
+    assert any(r is None or r > 450 for r in reactions), reactions
+
+
+def test_power_without_the_collapse_watch_a_collapse_stays_on():
+    switch = Switch(SwitchConfig(probe_fraction=0.2, collapse_ratio=0.0), seed=7)
+    policy = Switched(Constant(4), switch)
+    world = World(accept=0.1, seed=8)
+    run(policy, world, 1000)
+    world.accept = 0.9
+    while not switch.is_on("d"):
+        run(policy, world, 1)
+    world.accept = 0.05
+    run(policy, world, 20)
+    assert switch.is_on("d")
