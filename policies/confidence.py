@@ -1,12 +1,21 @@
-"""Early stop inside a step: stop drafting once the draft's own confidence in its token falls below a
-per-domain threshold, fitted on logged (confidence, accepted) pairs.
+"""Early stop inside a step: the draft's confidence in each token it drafts decides whether to draft more.
 
-The threshold minimises fpr + w fnr over the ROC curve of confidence as a predictor of acceptance, as
+Two rules, per domain, fitted on logged (confidence, accepted) pairs; only positions up to and including
+the first rejection give pairs (later drafted tokens were never verified).
+
+``rule="gain"`` (SpecDec++, arXiv 2405.19715): isotonic regression calibrates P(accept | confidence); in a
+step the running product P_all(j) = prod_{i<=j} p_i is the chance that every token drafted so far is
+accepted, and drafting stops after token j once the expected gain of one more token, P_all(j) times the
+acceptance at position j + 1, is worth less than its marginal cost at the current goodput
+(``goodput.stop_limits``). Costs come from the base policy's fitted step seconds when it has them
+(``ModelBased.prediction``). Once fitted, a step drafts up to kmax whenever the base speculates (the stop,
+not K, ends it), and speculation is vetoed where steps drafted under the stop measurably earn less than
+plain steps. A calibration that stops matching new pairs (the target changed) is refitted at once.
+
+``rule="roc"``: stop below a confidence threshold minimising fpr + w fnr over the ROC curve, as
 transformers' assisted generation re-fits ``assistant_confidence_threshold`` (w = 3, start 0.4); a
-classifier deciding per token whether to keep drafting is DISCO (arXiv 2405.04304), and SpecDec++ (arXiv
-2405.19715) shows the optimal stop is a threshold on the chance of a rejection ahead. With ``weight=None``
-w is derived from measured costs (``goodput.stop_weight``): the value of an accepted token against the
-cost of a wasted draft forward. The lookahead itself comes from a base policy.
+classifier deciding per token whether to keep drafting is DISCO (arXiv 2405.04304). ``weight=None``
+derives w from measured costs (``goodput.stop_weight``). The lookahead is the base policy's.
 """
 
 from __future__ import annotations
@@ -16,66 +25,121 @@ from typing import Sequence
 
 from policies import fit
 from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting
-from policies.goodput import stop_weight
+from policies.goodput import marginal_seconds, stop_limits, stop_weight
+
+RULES = ("gain", "roc")
+_FRESH = (0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0)  # ``_Domain.since`` before any pair
 
 
 class _Domain:
-    __slots__ = ("conf", "acc", "threshold", "steps", "next_fit", "sums", "cache")
+    __slots__ = ("conf", "acc", "pos", "threshold", "table", "limits", "steps", "next_fit", "sums", "fits",
+                 "cost", "since", "spec", "cache")
 
     def __init__(self, window: int, threshold: float, first_fit: int):
         self.conf: deque[float] = deque(maxlen=window)
         self.acc: deque[int] = deque(maxlen=window)
-        self.threshold, self.steps, self.next_fit = threshold, 0, first_fit
+        self.pos: deque[int] = deque(maxlen=window)
+        self.threshold, self.steps, self.next_fit, self.fits = threshold, 0, first_fit, 0
+        self.table: list[float] | None = None  # gain rule: P(accept | confidence bin)
+        self.limits: list[float] | None = None  # gain rule: stop after token j when P_all(j) < limits[j]
+        # gain rule, pairs since the fit (None: refit due): count, sum p(1 - p), residual accepted - sum p,
+        # its running max and min, each with the count and sum p(1 - p) there
+        self.since: list | None = list(_FRESH)
+        self.spec = [0.0, 0.0, 0.0]  # gain rule, decayed over steps drafted under it: steps, emitted, seconds
+        self.cost = 0.0  # gain rule: marginal seconds of a drafted token x goodput, in tokens
         self.sums = [0.0, 0.0, 0.0, 0.0]  # decayed: draft seconds, drafted tokens, emitted, step seconds
-        self.cache: tuple[Decision | None, float, Decision] | None = None
+        self.cache: tuple[Decision | None, int, Decision] | None = None
 
 
 class ConfidenceStop(Policy):
     """The base policy's lookahead (kmax when there is no base), with a fitted confidence stop.
 
-    ``weight``: w in fpr + w fnr (3 as transformers; None derives it from measured costs).
-    ``threshold``: used until ``min_pairs`` pairs holding both outcomes are logged (0.4 as transformers).
-    ``window``: most recent pairs kept per domain, so the threshold follows a changed target.
-    ``refit_every``: steps of a domain between fits (500: the window turns over about as often, and a fit
-    costs ~2 ms). ``halflife``: steps, for the decayed cost sums behind a cost-derived w.
-    Only positions up to and including the first rejection give pairs (later tokens were never verified).
+    ``rule``: "gain" (expected gain against marginal cost) or "roc" (a confidence threshold); see the
+    module doc. ``weight``: w in fpr + w fnr of the roc rule (None derives it from measured costs).
+    ``threshold``: the confidence threshold used until a rule is fitted (0.4 as transformers).
+    ``window``: most recent pairs kept per domain, so the fits follow a changed target.
+    ``min_pairs``: pairs needed for a fit. ``refit_every``: steps of a domain between fits (500: the
+    window turns over about as often; a fit costs a few ms). ``halflife``: steps, for the decayed goodput
+    and cost sums (for the veto's sums: steps drafted under the stop). ``bins``: resolution of the gain
+    rule's calibration table. ``surprise``: standard deviations between the accepted count of pairs since
+    the fit and its calibrated expectation that trigger an immediate refit on those pairs alone.
+    ``explore``: probability that a vetoed step probes (drafts under the stop) anyway. ``min_steps``:
+    steps drafted under the stop before a veto.
     With the stop on, a record's lookahead is the number of tokens actually drafted.
     """
 
     name = "confidence-stop"
 
     def __init__(self, base: Policy | None = None, kmax: int = 8, seed: int | None = None, *,
-                 weight: float | None = 3.0, threshold: float = 0.4, window: int = 2048,
-                 min_pairs: int = 200, refit_every: int = 500, halflife: float = 300.0):
+                 rule: str = "gain", weight: float | None = 3.0, threshold: float = 0.4, window: int = 2048,
+                 min_pairs: int = 200, refit_every: int = 500, halflife: float = 300.0, bins: int = 1000,
+                 surprise: float = 5.0, explore: float = 0.05, min_steps: int = 20):
         super().__init__(base.kmax if base is not None else kmax, seed)
+        if rule not in RULES:
+            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
         if weight is not None and not weight > 0:
             raise ValueError(f"weight must be positive or None (derive from costs), got {weight!r}")
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
-        for label, value in (("window", window), ("min_pairs", min_pairs), ("refit_every", refit_every)):
+        for label, value in (("window", window), ("min_pairs", min_pairs), ("refit_every", refit_every),
+                             ("bins", bins)):
             if type(value) is not int or value < 1:
                 raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
         if min_pairs > window:
             raise ValueError(f"min_pairs ({min_pairs}) must not exceed window ({window})")
-        if not halflife > 0:
-            raise ValueError(f"halflife must be positive, got {halflife!r}")
-        self.base, self.weight, self.threshold, self.window = base, weight, threshold, window
-        self.min_pairs, self.refit_every, self.halflife = min_pairs, refit_every, float(halflife)
+        for label, value in (("halflife", halflife), ("surprise", surprise)):
+            if not value > 0:
+                raise ValueError(f"{label} must be positive, got {value!r}")
+        if not 0.0 <= explore < 1.0:
+            raise ValueError(f"explore must be in [0, 1), got {explore!r}")
+        if type(min_steps) is not int or min_steps < 0:
+            raise ValueError(f"min_steps must be an integer >= 0, got {min_steps!r}")
+        self.base, self.rule, self.weight, self.threshold = base, rule, weight, threshold
+        self.window, self.min_pairs, self.refit_every = window, min_pairs, refit_every
+        self.halflife, self.bins, self.surprise = float(halflife), bins, surprise
+        self.explore, self.min_steps = explore, min_steps
         self._decay = 0.5 ** (1.0 / self.halflife)
+        predict = getattr(base, "prediction", None)
+        self._predict = predict if callable(predict) else None
         self._domains: dict[str, _Domain] = {}
 
     def choose(self, domain: str) -> Decision:
         st = self._domains.get(domain) or self._new(domain)
         inner = self.base.choose(domain) if self.base is not None else None
+        if st.limits is not None and inner is not None and inner.lookahead > 0:
+            veto = self._veto(domain, st)
+            if veto is not None:
+                return veto
         cached = st.cache
         # Base policies hand back the same Decision object between refits; reuse ours then.
-        if cached is not None and cached[0] is inner and cached[1] == st.threshold:
+        if cached is not None and cached[0] is inner and cached[1] == st.fits:
             return cached[2]
         k = inner.lookahead if inner is not None else self.kmax
         head = inner.reason if inner is not None else f"K={k} (no base policy)"
-        out = self.decision(k, f"{head}; stop drafting below confidence {st.threshold:.2f}")
-        st.cache = (inner, st.threshold, out)
+        if st.limits is None:
+            out = self.decision(k, f"{head}; stop drafting below confidence {st.threshold:.2f}")
+        else:
+            # The base's K came from acceptance curves without the stop; with it, the stop ends the step.
+            k = self.kmax if k > 0 else 0
+            out = self.decision(k, f"{head}; draft up to K={k}, stop when P(all accepted) x next acceptance "
+                                   f"< {st.cost:.2f} (a drafted token's cost in tokens)")
+        st.cache = (inner, st.fits, out)
         return out
+
+    def _veto(self, domain: str, st: _Domain) -> Decision | None:
+        """K = 0 where steps drafted under the stop earn less than plain steps though the base speculates:
+        its acceptance curves see only the confident chains the stop lets through to later positions, so
+        they are optimistic. A probe at rate ``explore`` keeps the comparison current. None: no veto."""
+        count, emitted, seconds = st.spec
+        pred = self._prediction(domain) if count >= self.min_steps else None
+        if pred is None or emitted >= seconds * pred.goodput[0]:
+            return None
+        rate, plain = emitted / seconds, pred.goodput[0]
+        if self._rng.random() < self.explore:
+            return self.decision(self.kmax, f"probe: K={self.kmax} with the stop ({rate:.0f} tok/s) against "
+                                            f"plain steps ({plain:.0f} tok/s)")
+        return self.decision(0, f"off: drafting with the stop gives {rate:.0f} tok/s, plain steps "
+                                f"{plain:.0f} tok/s")
 
     def update(self, domain: str, outcome: Outcome) -> "ConfidenceStop":
         if self.base is not None:
@@ -84,30 +148,90 @@ class ConfidenceStop(Policy):
         st.steps += 1
         conf, k, acc = outcome.draft_confidence, outcome.lookahead, outcome.accepted
         if conf:
-            append_c, append_a = st.conf.append, st.acc.append
-            for i in range(min(len(conf), k, acc + 1)):
+            append_c, append_a, append_p = st.conf.append, st.acc.append, st.pos.append
+            n = min(len(conf), k, acc + 1)
+            for i in range(n):
                 append_c(conf[i])
                 append_a(1 if i < acc else 0)
+                append_p(i)
+            if st.since is not None and st.table is not None and n:
+                self._watch(domain, st, conf, n, acc)
         g, s = self._decay, st.sums
+        if k > 0 and st.limits is not None:  # a step drafted under the fitted gain rule
+            p = st.spec
+            p[0], p[1], p[2] = p[0] * g + 1.0, p[1] * g + outcome.emitted, p[2] * g + outcome.seconds
         s[0] = s[0] * g + outcome.draft_seconds
         s[1] = s[1] * g + k
         s[2] = s[2] * g + outcome.emitted
         s[3] = s[3] * g + outcome.seconds
         if st.steps >= st.next_fit:
-            self._refit(st)
+            self._refit(domain, st)
         return self
 
-    def _refit(self, st: _Domain) -> None:
-        if len(st.acc) < self.min_pairs:
-            st.next_fit = st.steps + max(1, self.refit_every // 10)  # first fit soon after min_pairs
+    def _watch(self, domain: str, st: _Domain, conf: Sequence[float], n: int, acc: int) -> None:
+        """Check the calibration on the pairs logged since its fit: when their accepted count strays from
+        the calibrated expectation by over ``surprise`` standard deviations (the target changed), forget
+        the pairs before the change and refit on the new ones rather than mix two targets in one window."""
+        table, bins, since = st.table, self.bins, st.since
+        count, var, resid, hi, hi_at, hi_var, lo, lo_at, lo_var = since
+        for i in range(n):
+            j = int(conf[i] * bins)
+            p = table[j] if j < bins else table[-1]
+            count += 1
+            var += p * (1.0 - p)
+            resid += (i < acc) - p
+            if resid > hi:
+                hi, hi_at, hi_var = resid, count, var
+            elif resid < lo:
+                lo, lo_at, lo_var = resid, count, var
+        since[:] = count, var, resid, hi, hi_at, hi_var, lo, lo_at, lo_var
+        # CUSUM: the pairs after the running residual's peak (trough) are the evidence of a fall (rise).
+        limit = self.surprise * self.surprise
+        for gap, at, v in ((resid - hi, hi_at, hi_var), (resid - lo, lo_at, lo_var)):
+            if gap * gap > limit * (var - v + 1.0):
+                for _ in range(len(st.acc) - (count - at)):  # forget the pairs before the change
+                    st.conf.popleft()
+                    st.acc.popleft()
+                    st.pos.popleft()
+                st.spec = [0.0, 0.0, 0.0]  # what drafting under the old target earned is stale too
+                self._refit(domain, st, quick=True)
+                return
+
+    def _refit(self, domain: str, st: _Domain, quick: bool = False) -> None:
+        """Fit the rule on the window; ``quick`` (after a surprise) fits the gain rule on the few pairs
+        left, with their pooled acceptance standing in for the calibration until ``min_pairs`` are in."""
+        full = len(st.acc) >= self.min_pairs
+        st.next_fit = st.steps + (self.refit_every if full else max(1, self.refit_every // 10))
+        if not (full or quick):
             return
-        st.next_fit = st.steps + self.refit_every
-        w = self.weight if self.weight is not None else self._cost_weight(st)
-        if w is None:
-            return
-        t = fit.roc_threshold(st.conf, st.acc, w)
-        if t is not None:
+        if self.rule == "gain":
+            rate = st.sums[2] / st.sums[3] if st.sums[3] > 0 else 0.0
+            marginal = self._marginal(domain, st)
+            st.table = (fit.calibration_table(st.conf, st.acc, self.bins) if full
+                        else [sum(st.acc) / len(st.acc)] * self.bins)
+            st.limits = stop_limits(fit.position_rates(st.pos, st.acc, self.kmax), marginal, rate)
+            st.cost = marginal * rate
+            st.since = list(_FRESH) if full else None
+        else:
+            w = self.weight if self.weight is not None else self._cost_weight(st)
+            t = fit.roc_threshold(st.conf, st.acc, w) if w is not None else None
+            if t is None:
+                return
             st.threshold = t
+        st.fits += 1
+
+    def _prediction(self, domain: str):
+        """The base's latest fit if it has step seconds and goodput by K (as ``ModelBased.prediction``)."""
+        pred = self._predict(domain) if self._predict is not None else None
+        return pred if len(getattr(pred, "seconds", ())) > 2 else None
+
+    def _marginal(self, domain: str, st: _Domain) -> float:
+        """Seconds per extra drafted token: from the base's fitted step seconds by K when it has them (a
+        draft forward plus the wider verify pass), else our own draft seconds per drafted token."""
+        pred = self._prediction(domain)
+        if pred is not None:
+            return marginal_seconds(pred.seconds)
+        return st.sums[0] / st.sums[1] if st.sums[1] > 0 else 0.0
 
     def cost_weight(self, domain: str) -> float | None:
         """w derived from ``domain``'s measured costs (None until drafted tokens have been seen)."""
@@ -123,14 +247,31 @@ class ConfidenceStop(Policy):
         return stop_weight(accept, seconds / emitted, draft_s / drafted)
 
     def stop_drafting(self, domain: str) -> StopDrafting:
-        """``(confidence, position) -> bool``: True stops after this token (it is kept and verified).
-        Reads the domain's threshold at call time, so later refits apply; a base policy's own stop rule,
-        if any, also stops."""
+        """``(confidence, position) -> bool``: True stops after this token (it is kept and verified). Reads
+        the domain's fit at call time, so refits apply; a base's own stop rule also stops. The gain rule's
+        callable carries P_all through a step (position 1 starts one): take one per generation."""
         st = self._domains.get(domain) or self._new(domain)
         inner = self.base.stop_drafting(domain) if self.base is not None else None
+        if self.rule == "gain":
+            bins, p_all = self.bins, [1.0]
+
+            def own(confidence: float, position: int) -> bool:
+                table, limits = st.table, st.limits
+                if limits is None:
+                    return confidence < st.threshold
+                i = int(confidence * bins)  # a probability: only 1.0 itself falls past the last bin
+                p = table[i] if i < bins else table[-1]
+                p_all[0] = p if position == 1 else p_all[0] * p
+                try:
+                    return p_all[0] < limits[position]
+                except IndexError:  # no position past kmax
+                    return True
+        else:
+            def own(confidence: float, position: int) -> bool:
+                return confidence < st.threshold
         if inner is None:
-            return lambda confidence, position: confidence < st.threshold
-        return lambda confidence, position: confidence < st.threshold or inner(confidence, position)
+            return own
+        return lambda confidence, position: own(confidence, position) or inner(confidence, position)
 
     def warm_start(self, domain: str, history: Sequence[ArmStats]) -> "ConfidenceStop":
         """Forwarded to the base policy (stored totals hold no confidence pairs)."""
@@ -139,13 +280,26 @@ class ConfidenceStop(Policy):
         return self
 
     def threshold_of(self, domain: str) -> float:
-        """The current stop threshold of ``domain``."""
+        """The current confidence threshold of ``domain`` (the roc rule, or any rule before its first fit)."""
         st = self._domains.get(domain)
         return st.threshold if st else self.threshold
+
+    def limits_of(self, domain: str) -> list[float] | None:
+        """The gain rule's stop limits on P_all per drafted position (index = position), None until fitted."""
+        st = self._domains.get(domain)
+        return list(st.limits) if st and st.limits else None
+
+    def acceptance(self, domain: str, confidence: float) -> float | None:
+        """The gain rule's calibrated P(accept | confidence) in ``domain``, None until fitted."""
+        st = self._domains.get(domain)
+        if not (st and st.table):
+            return None
+        return st.table[min(max(int(confidence * self.bins), 0), self.bins - 1)]
 
     def _new(self, domain: str) -> _Domain:
         st = self._domains[domain] = _Domain(self.window, self.threshold, max(1, self.refit_every // 10))
         return st
 
     def __repr__(self) -> str:
-        return f"ConfidenceStop({self.base!r}, weight={self.weight}, window={self.window})"
+        return (f"ConfidenceStop({self.base!r}, rule={self.rule!r}, weight={self.weight}, "
+                f"window={self.window})")

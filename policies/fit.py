@@ -1,8 +1,8 @@
-"""scikit-learn fits behind the model-based policies: acceptance by position, cost by K, a stop threshold.
+"""scikit-learn fits behind the model-based policies: acceptance by position, cost by K, early-stop rules.
 
 Each takes (discounted) sums or logged pairs and returns plain numbers; none keeps state. The sklearn fits
-(trends, threshold) run every few hundred steps and the cheap ``shrink`` every few dozen, never per step,
-so their cost is amortised (see ``ModelBased.refit_every``).
+(trends, threshold, calibration) run every few hundred steps and the cheap ``shrink`` every few dozen, never
+per step, so their cost is amortised (see ``ModelBased.refit_every``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 import sklearn
+from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import roc_curve
 
@@ -101,3 +102,35 @@ def roc_threshold(confidence: Sequence[float], accepted: Sequence[int], weight: 
         fpr, tpr, thresholds = roc_curve(y, s)
     cost = fpr + min(weight, 1e6) * (1.0 - tpr)
     return float(min(max(thresholds[int(np.argmin(cost))], 0.0), 1.0))
+
+
+def calibration_table(confidence: Sequence[float], accepted: Sequence[int], bins: int = 1000) -> list[float]:
+    """P(accept | confidence) at the centres of ``bins`` equal bins of [0, 1] (look up ``int(c * bins)``).
+
+    Isotonic regression of accepted on confidence: acceptance may not fall as the draft grows more sure,
+    and no shape beyond that is assumed (real drafts are close to a step: almost always rejected below some
+    confidence, almost always accepted above it). A constant with only one outcome seen.
+    """
+    y = np.asarray(accepted, dtype=float)
+    if len(y) == 0:
+        raise ValueError("calibration_table: no (confidence, accepted) pairs")
+    grid = (np.arange(bins) + 0.5) / bins
+    if y.min() == y.max():
+        return [float(y[0])] * bins
+    with sklearn.config_context(**_FAST):
+        model = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+        model.fit(np.asarray(confidence, dtype=float), y)
+        return model.predict(grid).tolist()
+
+
+def position_rates(positions: Sequence[int], accepted: Sequence[int], n: int,
+                   prior_strength: float = 20.0) -> list[float]:
+    """Acceptance at drafted positions 1..n from logged (position index, accepted) pairs (index 0 is
+    position 1), each shrunk toward the pooled rate by ``prior_strength`` pseudo-pairs (``shrink``)."""
+    if len(accepted) == 0:
+        raise ValueError("position_rates: no (position, accepted) pairs")
+    pos = np.minimum(np.asarray(positions, dtype=int), n - 1)
+    acc = np.asarray(accepted, dtype=float)
+    counts = np.bincount(pos, minlength=n).astype(float)
+    hits = np.bincount(pos, weights=acc, minlength=n)
+    return shrink(hits.tolist(), counts.tolist(), [float(acc.mean())] * n, prior_strength)

@@ -84,3 +84,33 @@ def stop_weight(accept: float, seconds_per_token: float, draft_per_token: float)
         return math.inf
     gain = max(accept * seconds_per_token - draft_per_token, 0.0) / draft_per_token
     return gain * accept / max(1.0 - accept, 1e-9)
+
+
+def marginal_seconds(seconds: Sequence[float]) -> float:
+    """Seconds one more drafted token adds to a step: the least-squares slope of step seconds (index = K)
+    over K = 1..kmax, at least 0. K = 0 is left out: the first drafted token also pays for starting the
+    draft and widening the verify pass, and an early stop only ever decides about the second and later."""
+    ks = range(1, len(seconds))
+    if len(ks) < 2:
+        return 0.0
+    mean_k = sum(ks) / len(ks)
+    mean_s = sum(seconds[k] for k in ks) / len(ks)
+    slope = sum((k - mean_k) * (seconds[k] - mean_s) for k in ks) / sum((k - mean_k) ** 2 for k in ks)
+    return max(slope, 0.0)
+
+
+def stop_limits(next_accept: Sequence[float], marginal: float, rate: float) -> list[float]:
+    """Per drafted position j, the probability that all j drafted tokens are accepted below which drafting
+    should stop (SpecDec++'s threshold on the chance of a rejection ahead, arXiv 2405.19715).
+
+    Drafting token j + 1 adds one emitted token exactly when all of 1..j + 1 are accepted, probability
+    P_all(j) * ``next_accept[j]``, and costs ``marginal`` seconds, worth ``marginal * rate`` tokens at the
+    current goodput ``rate`` (maximising gain - rate * seconds maximises goodput at the optimum, Dinkelbach).
+    Stop when the gain falls short: P_all(j) < marginal * rate / next_accept[j]. While the gain
+    P_all(j) * next_accept[j] only falls with j (P_all never rises) and costs are linear in K, this
+    one-step look-ahead rule is the optimal stop (the monotone case of optimal stopping).
+    ``next_accept[j]``: acceptance at drafted position j + 1 given all earlier ones accepted. inf: always
+    stop (that position is never accepted).
+    """
+    cost = max(marginal, 0.0) * max(rate, 0.0)
+    return [cost / a if a > 0 else math.inf for a in next_accept]

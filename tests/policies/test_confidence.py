@@ -1,15 +1,19 @@
 """ConfidenceStop: the fitted threshold on pairs whose acceptance is a known function of confidence, the stop
-callable, which pairs count, the cost-derived weight, and delegation to the base policy."""
+callable, which pairs count, the cost-derived weight, and delegation to the base policy; the gain rule's
+pure arithmetic, calibration, running product, lookahead ceiling, veto and refit after a surprise."""
 
 from __future__ import annotations
 
+import math
 import random
+from types import SimpleNamespace
 
 import pytest
 
 from policies import fit
 from policies.base import ArmStats, Decision, Outcome, Policy
 from policies.confidence import ConfidenceStop
+from policies.goodput import marginal_seconds, stop_limits
 
 
 def chain(rng, k, draft=0.1, verify=1.0, junk=0.99):
@@ -28,10 +32,29 @@ def chain(rng, k, draft=0.1, verify=1.0, junk=0.99):
 
 
 def fitted(seed, k=1, steps=2400, weight=3.0, **world):
-    rng, policy = random.Random(seed), ConfidenceStop(kmax=k, seed=seed, weight=weight)
+    rng, policy = random.Random(seed), ConfidenceStop(kmax=k, seed=seed, rule="roc", weight=weight)
     for _ in range(steps):
         policy.update("d", chain(rng, k, **world))
     return policy
+
+
+def gained(seed, k=4, steps=600, base=None, scale=1.0, **kwargs):
+    """A gain-rule policy fed ``steps`` chains of ``k`` tokens; ``scale`` multiplies every acceptance."""
+    rng, policy = random.Random(seed), ConfidenceStop(base, kmax=k, seed=seed, **kwargs)
+    feed(policy, rng, k, steps, scale)
+    return policy
+
+
+def feed(policy, rng, k, steps, scale=1.0, junk=0.99):
+    for _ in range(steps):
+        o = chain(rng, k, junk=junk)
+        if scale != 1.0:  # re-draw acceptance at scale * c, same confidences
+            a = 0
+            while a < k and rng.random() < scale * o.draft_confidence[a]:
+                a += 1
+            o = Outcome(k, a, a + 1, o.draft_seconds, o.verify_seconds, tuple([1] * a + [0] * (k - a)),
+                        o.draft_confidence)
+        policy.update("d", o)
 
 
 def test_roc_threshold_minimises_fpr_plus_w_fnr():
@@ -65,7 +88,7 @@ def test_only_positions_up_to_the_first_rejection_count():
 def test_stop_callable_reads_the_current_threshold():
     # Guards stop semantics (True below the threshold) and that a callable handed out before a refit
     # follows the refit (a decoder keeps it for a whole generation).
-    rng, policy = random.Random(1), ConfidenceStop(kmax=1, seed=1)
+    rng, policy = random.Random(1), ConfidenceStop(kmax=1, seed=1, rule="roc")
     stop = policy.stop_drafting("d")
     assert policy.threshold_of("d") == 0.4  # transformers' default before enough pairs
     assert stop(0.3, 1) and not stop(0.5, 1)
@@ -79,7 +102,7 @@ def test_stop_callable_reads_the_current_threshold():
 def test_threshold_waits_for_enough_pairs_of_both_kinds():
     # Guards min_pairs: accepted tokens at confidence .9 and rejected ones at .8 separate perfectly at .9,
     # but not before 200 pairs are in.
-    policy = ConfidenceStop(kmax=2, seed=0, refit_every=50)
+    policy = ConfidenceStop(kmax=2, seed=0, rule="roc", refit_every=50)
     for i in range(210):
         ok = i % 2
         policy.update("d", Outcome(1, ok, ok + 1, 0.1, 1.0, (ok,), (0.9 if ok else 0.8,)))
@@ -150,7 +173,130 @@ def test_without_a_base_it_drafts_kmax():
 
 @pytest.mark.parametrize("kwargs, field", [({"weight": 0.0}, "weight"), ({"threshold": 1.5}, "threshold"),
                                           ({"window": 10, "min_pairs": 20}, "min_pairs"),
-                                          ({"refit_every": 0}, "refit_every"), ({"halflife": -1}, "halflife")])
+                                          ({"refit_every": 0}, "refit_every"), ({"halflife": -1}, "halflife"),
+                                          ({"rule": "dp"}, "rule"), ({"bins": 0}, "bins"),
+                                          ({"surprise": 0}, "surprise"), ({"explore": 1.0}, "explore"),
+                                          ({"min_steps": -1}, "min_steps")])
 def test_bad_parameters_are_named(kwargs, field):
     with pytest.raises(ValueError, match=field):
         ConfidenceStop(**kwargs)
+
+
+# -- the gain rule (SpecDec++-style) ----------------------------------------------------------------------
+def test_marginal_seconds_is_the_slope_beyond_the_first_drafted_token():
+    # Guards leaving K = 0 out (a K = 0 step has no draft start-up; with it the slope here would be 3.1)
+    # and the least-squares slope (end points give 2.25, the last difference 3).
+    seconds = [1.0, 10.0, 12.0, 14.0, 16.0, 19.0]  # 10 + 2 (K - 1), K = 5 one above the line
+    assert marginal_seconds(seconds) == pytest.approx(2.2)
+    assert marginal_seconds([1.0, 10.0, 9.0, 8.0]) == 0.0  # never negative
+    assert marginal_seconds([1.0, 10.0]) == 0.0  # one drafted count: no slope
+
+
+def test_stop_limits_price_a_token_at_the_current_goodput():
+    # Guards the inequality P_all * next < marginal * rate: .002 s at 250 tok/s is half a token, so after
+    # a position whose next token is accepted half the time, stop unless P_all >= 1.
+    assert stop_limits([0.5, 0.8, 0.0], 0.002, 250.0) == pytest.approx([1.0, 0.625, math.inf])
+    assert stop_limits([0.5], -1.0, 250.0) == [0.0]  # a negative cost estimate never stops
+
+
+def test_position_rates_shrink_toward_the_pooled_rate():
+    # (1 + 2/3) / 3, the pooled 2/3 where nothing was seen, (1 + 2/3) / 2 (index 7 clips to n - 1).
+    rates = fit.position_rates([0, 0, 7], [1, 0, 1], 3, prior_strength=1.0)
+    assert rates == pytest.approx([5 / 9, 2 / 3, 5 / 6])
+
+
+def test_calibration_recovers_acceptance_as_a_monotone_function_of_confidence():
+    # P(accept | c) = c on 4000 pairs; isotonic steps are within .06 at these points for every seed tried
+    # (20); labels inverted, or a decreasing fit, put .2 and .8 the wrong way round.
+    rng = random.Random(3)
+    conf = [rng.random() for _ in range(4000)]
+    table = fit.calibration_table(conf, [int(rng.random() < c) for c in conf], bins=100)
+    for c in (0.2, 0.5, 0.8):
+        assert table[int(c * 100)] == pytest.approx(c, abs=0.06)
+    assert table == sorted(table)
+    assert fit.calibration_table([0.1, 0.9], [1, 1], bins=4) == [1.0] * 4
+
+
+def test_gain_rule_calibrates_only_verified_tokens():
+    # Tokens after the first rejection carry confidence .99 here; counted as rejections they would pull
+    # P(accept | .99) from ~.99 to ~.6. Guards the pair selection of the gain rule.
+    policy = gained(0, steps=400)
+    assert policy.acceptance("d", 0.99) > 0.9
+    assert policy.acceptance("d", 0.1) < 0.3
+
+
+def test_stop_callable_multiplies_acceptance_along_the_step_and_restarts_at_position_1():
+    # Each token alone clears the limit but their product falls below it: a per-token rule never stops,
+    # a product that is not restarted at position 1 stops the next step at once.
+    policy = gained(1, steps=400)
+    limits = policy.limits_of("d")
+    c = next(c / 100 for c in range(99, 0, -1)
+             if policy.acceptance("d", c / 100) ** 3 < limits[3] < policy.acceptance("d", c / 100))
+    p = policy.acceptance("d", c)
+    stop = policy.stop_drafting("d")
+    assert [stop(c, j) for j in (1, 2, 3)] == [p < limits[1], p ** 2 < limits[2], True]
+    assert not stop(c, 1)  # a new step
+    assert stop(0.01, 1)  # a token that is almost never accepted
+
+
+class Planner(Policy):
+    """A base with ModelBased's ``prediction``: fixed K, step seconds by K, plain-step goodput."""
+
+    name = "planner"
+
+    def __init__(self, k=3, slope=0.2, plain=100.0):
+        super().__init__(kmax=4)
+        self.k = k
+        seconds = tuple(1.0 + slope * j for j in range(5))
+        self.pred = SimpleNamespace(seconds=seconds, goodput=(plain,) + tuple(1.0 for _ in range(4)))
+
+    def choose(self, domain):
+        return self.decision(self.k, f"base says {self.k}")
+
+    def update(self, domain, outcome):
+        return self
+
+    def prediction(self, domain):
+        return self.pred
+
+
+def test_costs_come_from_the_base_prediction():
+    # Guards reuse of the base's fitted step seconds: doubling its slope doubles every limit (our own draft
+    # seconds per token, .1 here, would give the same limits for both).
+    cheap = gained(2, steps=400, base=Planner(slope=0.1, plain=0.5)).limits_of("d")
+    dear = gained(2, steps=400, base=Planner(slope=0.2, plain=0.5)).limits_of("d")
+    assert dear == pytest.approx([2 * x for x in cheap])
+
+
+def test_fitted_stop_drafts_up_to_kmax_when_the_base_speculates():
+    # Guards the ceiling: before the fit the base's K; after it kmax, and the base's K = 0 stays 0.
+    base = Planner(k=2, plain=0.5)
+    policy = ConfidenceStop(base, seed=0)
+    assert policy.choose("d").lookahead == 2
+    feed(policy, random.Random(4), 4, 400)
+    assert policy.limits_of("d") is not None
+    assert policy.choose("d").lookahead == 4
+    base.k = 0
+    assert policy.choose("d").lookahead == 0
+
+
+def test_veto_turns_speculation_off_where_plain_steps_earn_more():
+    # chain() steps earn ~1.3 tok/s: vetoed against plain steps at 100 tok/s (5% probes, labelled; of 400
+    # choices 8..35 probe for 99.9% of seeds), not against plain steps at 0.5 tok/s.
+    losing = gained(5, steps=400, base=Planner(plain=100.0))
+    picks = [losing.choose("d") for _ in range(400)]
+    probes = [d for d in picks if d.lookahead]
+    assert 8 <= len(probes) <= 35 and all("probe" in d.reason for d in probes)
+    assert all(d.lookahead == 0 and d.reason.startswith("off") for d in picks if not d.lookahead)
+    paying = gained(5, steps=400, base=Planner(plain=0.5))
+    assert {paying.choose("d").lookahead for _ in range(50)} == {4}
+
+
+def test_calibration_follows_a_changed_target_at_once():
+    # Acceptance drops from c to c / 4 after 300 steps (true P(accept | .95) ~ .24). Within 150 steps, long
+    # before the next scheduled refit (500 steps), the calibration must have followed from the new pairs:
+    # over 30 seeds at most .60 with the refit on surprise, at least .93 without it.
+    policy = gained(6, steps=300)
+    assert policy.acceptance("d", 0.95) > 0.85
+    feed(policy, random.Random(7), 4, 150, scale=0.25)
+    assert policy.acceptance("d", 0.95) < 0.7
