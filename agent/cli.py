@@ -67,7 +67,7 @@ def _cell(value) -> str:
 
 
 def _register() -> None:
-    from agent import cli_db, cli_stats
+    from agent import cli_alerts, cli_db, cli_stats
     from agent.cli_decode import decode
     from agent.cli_models import models_app
 
@@ -75,6 +75,7 @@ def _register() -> None:
     app.add_typer(models_app, name="models")
     app.command(epilog=cli_stats.EXAMPLE)(cli_stats.stats)
     app.command(epilog=cli_db.VERSIONS_EXAMPLE)(cli_db.versions)
+    app.command(epilog=cli_alerts.EXAMPLE)(cli_alerts.alerts)
     app.add_typer(cli_db.db_app, name="db")
 
 
