@@ -67,7 +67,7 @@ def _cell(value) -> str:
 
 
 def _register() -> None:
-    from agent import cli_alerts, cli_db, cli_stats
+    from agent import cli_alerts, cli_db, cli_serve, cli_stats
     from agent.cli_decode import decode
     from agent.cli_models import models_app
 
@@ -77,6 +77,7 @@ def _register() -> None:
     app.command(epilog=cli_db.VERSIONS_EXAMPLE)(cli_db.versions)
     app.command(epilog=cli_alerts.EXAMPLE)(cli_alerts.alerts)
     app.add_typer(cli_db.db_app, name="db")
+    app.command(epilog=cli_serve.EXAMPLE)(cli_serve.serve)
 
 
 def main() -> None:

@@ -26,3 +26,29 @@ def pod() -> str:
     import socket
 
     return os.environ.get("SPECWATCH_POD") or os.environ.get("HOSTNAME") or socket.gethostname() or "local"
+
+
+def host() -> str | None:
+    """Address `specwatch serve` binds (SPECWATCH_HOST); None when unset (config file, else 127.0.0.1)."""
+    return option("host")
+
+
+def port() -> str | None:
+    """Port of `specwatch serve` as text (SPECWATCH_PORT); agent.config validates it."""
+    return option("port")
+
+
+def token() -> str | None:
+    """Bearer token required on the sidecar's mutating routes (SPECWATCH_TOKEN); None: no token."""
+    return option("token")
+
+
+def config_file() -> str | None:
+    """Path of the sidecar's TOML configuration file (SPECWATCH_CONFIG); None: no file."""
+    return option("config")
+
+
+def option(name: str) -> str | None:
+    """SPECWATCH_<NAME> for a sidecar option (``name`` as in agent.config, e.g. "body_limit"); None when
+    unset or empty."""
+    return os.environ.get(f"SPECWATCH_{name.upper()}") or None

@@ -1,0 +1,109 @@
+"""The sidecar's periodic jobs on one APScheduler 3.11 BackgroundScheduler per process.
+
+flush (1 s): closed windows and queued events to the database; rollup (1 min); retention (1 h); policy refit
+(5 min, only when the policy has refits to run off the hot path); alerts (15 s: pending -> firing, re-sends
+every 60 s inside the alert manager). Every job: max_instances=1 (a slow run is never overlapped by the
+next), coalesce (a backlog runs once), and a misfire grace of one interval (a run later than that is
+superseded by the next one anyway), instead of APScheduler's default of 1 s that silently drops late runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from dataclasses import dataclass
+from datetime import timezone
+from typing import Callable
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from agent.sidecar import Sidecar
+
+log = logging.getLogger(__name__)
+
+_running: "Jobs | None" = None  # one scheduler per process
+_guard = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """Seconds between runs of each job."""
+
+    flush: float = 1.0
+    rollup: float = 60.0
+    prune: float = 3600.0
+    refit: float = 300.0
+    alerts: float = 15.0
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name}: interval must be a positive number of seconds, got {value!r}")
+
+
+class Jobs:
+    """Owns the scheduler. ``start`` adds the jobs the sidecar has use for; ``shutdown`` waits for running
+    jobs, then runs a final flush (open windows included) unless told not to."""
+
+    def __init__(self, sidecar: Sidecar, intervals: Intervals | None = None):
+        self.sidecar = sidecar
+        self.intervals = intervals or Intervals()
+        self.scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={
+            "coalesce": True, "max_instances": 1})
+        self.errors: dict[str, str] = {}  # job -> last error (cleared by its next success)
+        self.runs: dict[str, int] = {}
+
+    def jobs(self) -> dict[str, tuple[float, Callable[[], object]]]:
+        """The jobs this sidecar needs, by name: (interval, function)."""
+        s, every = self.sidecar, self.intervals
+        out: dict[str, tuple[float, Callable[[], object]]] = {
+            "flush": (every.flush, s.flush), "rollup": (every.rollup, s.rollup), "prune": (every.prune, s.prune)}
+        if s.can_refit:
+            out["refit"] = (every.refit, s.refit)
+        if s.alerts is not None:
+            out["alerts"] = (every.alerts, s.tick_alerts)
+        return out
+
+    def start(self) -> "Jobs":
+        global _running
+        with _guard:
+            if _running is not None:
+                raise RuntimeError("a sidecar scheduler is already running in this process")
+            _running = self
+        try:
+            for name, (interval, fn) in self.jobs().items():
+                self.scheduler.add_job(self._run, "interval", args=(name, fn), id=name, name=name,
+                                       seconds=interval, misfire_grace_time=max(1, math.ceil(interval)))
+            self.scheduler.start()
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def shutdown(self, wait: bool = True, final_flush: bool = True) -> None:
+        """Stop the scheduler (``wait``: let running jobs finish) and run the final flush."""
+        try:
+            if self.scheduler.running:
+                self.scheduler.shutdown(wait=wait)
+            if final_flush:
+                self.sidecar.flush(math.inf)
+        finally:
+            self._release()
+
+    def _run(self, name: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except Exception as exc:  # keep the job scheduled; the next run retries (queued data stays queued)
+            if self.errors.get(name) != str(exc):
+                log.error("job %s failed: %s", name, exc)
+            self.errors[name] = str(exc)
+        else:
+            self.errors.pop(name, None)
+            self.runs[name] = self.runs.get(name, 0) + 1
+
+    def _release(self) -> None:
+        global _running
+        with _guard:
+            if _running is self:
+                _running = None

@@ -1,0 +1,163 @@
+"""`specwatch serve`: build the sidecar from a SidecarConfig and run it under uvicorn until SIGTERM/SIGINT.
+
+On the signal: uvicorn stops accepting and lets in-flight requests finish (up to a third of the budget),
+then the scheduler stops, the final flush writes every window (open ones too) and queued event, the alert
+manager persists its state, and the process exits 0. If that takes longer than ``shutdown_seconds`` (a
+hung database), a watchdog ends the process with exit code 1 rather than overrun Kubernetes' grace period.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from agent import generator as models
+from agent.api import create_app
+from agent.config import SidecarConfig
+from agent.jobs import Intervals, Jobs
+from agent.sidecar import Sidecar
+from policies.registry import make
+from storage import Store, StoreConfig
+
+log = logging.getLogger("specwatch.serve")
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@dataclass
+class Runtime:
+    """Everything one sidecar process runs."""
+
+    config: SidecarConfig
+    sidecar: Sidecar
+    jobs: Jobs
+    generator: models.Generator | None
+    app: Any
+    warmed: list[str]
+
+    def close(self) -> None:
+        """Stop the jobs, then flush everything and persist alert state (Sidecar.close)."""
+        try:
+            self.jobs.shutdown(wait=True, final_flush=False)
+        finally:
+            self.sidecar.close()
+
+
+def build(config: SidecarConfig) -> Runtime:
+    """Open the store, make the policy and the optional parts, warm-start, make the app (not started)."""
+    if config.models_configured:
+        models.check(config)
+    store = Store.open(config.db, StoreConfig(kmax=max(16, config.kmax), pod=config.pod))
+    try:
+        watch, alerts, metrics = components(config, store)
+        sidecar = Sidecar(store, make(config.policy, config.kmax, config.seed), watch=watch, alerts=alerts,
+                          metrics=metrics, pod=config.pod, max_domains=config.max_domains)
+        warmed = sidecar.warm_start(lookback=config.warm_lookback)
+    except BaseException:
+        store.close(flush=False)
+        raise
+    gen = models.Generator(sidecar) if config.models_configured else None
+    jobs = Jobs(sidecar, Intervals(config.flush_seconds, config.rollup_seconds, config.prune_seconds,
+                                   config.refit_seconds, config.alerts_seconds))
+    app = create_app(sidecar, token=config.token, body_limit=config.body_limit, generator=gen,
+                     models_configured=config.models_configured, max_new_tokens=config.max_new_tokens)
+    return Runtime(config, sidecar, jobs, gen, app, warmed)
+
+
+def components(config: SidecarConfig, store: Store) -> tuple[Any, Any, Any]:
+    """The drift watch, alert manager and metrics, each where its module exists (None otherwise)."""
+    watch = alerts = metrics = None
+    if _exists("alerts.watch"):
+        from alerts.watch import DriftWatch
+
+        watch = DriftWatch()
+    if _exists("alerts.manager"):
+        from alerts.manager import AlertManager
+
+        alerts = AlertManager(_sinks(config), store, pod=config.pod).load()
+    if _exists("alerts.metrics"):
+        from alerts.metrics import Metrics
+
+        metrics = Metrics(max_domains=config.max_domains)
+    return watch, alerts, metrics
+
+
+def _sinks(config: SidecarConfig) -> list[Any]:
+    from alerts.sinks import AlertmanagerSink, LogSink, WebhookSink
+
+    sinks: list[Any] = [LogSink()]
+    if config.alertmanager_url:
+        sinks.append(AlertmanagerSink(config.alertmanager_url, generator_url=config.url))
+    if config.webhook_url:
+        sinks.append(WebhookSink(config.webhook_url))
+    return sinks
+
+
+def _exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # the parent package is missing
+        return False
+
+
+def serve(config: SidecarConfig, runtime: Runtime | None = None) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean shutdown)."""
+    runtime = runtime or build(config)
+    if config.host not in LOOPBACK and config.token is None:
+        log.warning("binding %s without a token: anyone who reaches this port can post records", config.host)
+    if runtime.generator is not None:
+        runtime.generator.load_in_background(lambda: models.load(config))
+    server = _Server(uvicorn.Config(runtime.app, host=config.host, port=config.port, lifespan="off",
+                                    access_log=False, log_level="info",
+                                    timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3))),
+                     watchdog=lambda: _watchdog(config.shutdown_seconds))
+    # uvicorn re-raises the signal it caught once it has stopped; these handlers make that (and a second
+    # signal during the final flush) harmless, so the flush always completes.
+    previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
+    runtime.jobs.start()
+    log.info("specwatch sidecar on %s: policy %s, db %s, %d domain(s) warm-started", config.url,
+             config.policy, config.db, len(runtime.warmed))
+    try:
+        server.run()
+    finally:
+        started = time.monotonic()
+        runtime.close()
+        log.info("shut down cleanly in %.2f s: every record flushed, alert state persisted",
+                 time.monotonic() - started)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if server.started or server.should_exit else 1
+
+
+class _Server(uvicorn.Server):
+    """uvicorn.Server that starts the shutdown watchdog when the exit signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, watchdog):
+        super().__init__(config)
+        self._watchdog = watchdog
+
+    def handle_exit(self, sig: int, frame) -> None:
+        if not self.should_exit:
+            self._watchdog()
+        super().handle_exit(sig, frame)
+
+
+def _watchdog(seconds: float) -> None:
+    def expire() -> None:
+        log.error("shutdown took longer than %.1f s; exiting without finishing it", seconds)
+        os._exit(1)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+
+
+def _ignore(sig: int, _frame) -> None:
+    log.info("signal %d during shutdown: already shutting down", sig)

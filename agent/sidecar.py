@@ -1,0 +1,274 @@
+"""Sidecar: the in-process wiring of specwatch, the two entry points of the data path.
+
+``record`` / ``record_many`` take StepRecords: the batch is validated as a whole first (a bad one leaves no
+trace anywhere), then counted in the store's window sums, the metrics, the drift watch and the policy.
+``decide`` asks the policy (behind its on/off switch) for the next lookahead of a domain. Neither does I/O:
+switch transitions, decisions and version changes are queued and written by ``flush``, which the scheduler
+runs every second. Thread-safe: one lock, held only around the policy and the watch, which are not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agent.records import StepRecord
+from agent.warm import DEFAULT_LOOKBACK, arm_history, switch_states
+from policies.base import Decision, Outcome, Policy, StopDrafting
+from policies.switch import Switch, Transition
+from storage import Store
+
+log = logging.getLogger(__name__)
+
+OTHER = "other"  # the shared state of domains beyond ``max_domains``
+MAX_PODS = 64  # pods whose model versions are tracked for change times (the flush notes all of them anyway)
+DISABLED, RESTORED = "SpeculationDisabled", "SpeculationRestored"
+
+
+class Sidecar:
+    """See the module docstring. ``watch`` (alerts.watch.DriftWatch), ``alerts`` (alerts.manager.AlertManager)
+    and ``metrics`` (alerts.metrics.Metrics) are optional: None leaves that branch of the data path out."""
+
+    def __init__(self, store: Store, policy: Policy, *, watch: Any = None, alerts: Any = None,
+                 metrics: Any = None, pod: str = "local", clock: Callable[[], float] = time.time,
+                 max_domains: int = 32):
+        if type(max_domains) is not int or max_domains < 1:
+            raise ValueError(f"max_domains must be a positive integer, got {max_domains!r}")
+        self.store, self.policy = store, policy
+        self.watch, self.alerts, self.metrics = watch, alerts, metrics
+        self.pod, self.max_domains = pod, max_domains
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._domains: set[str] = set()
+        # Appended under the lock, drained by flush: alerts first, then the database (retried on failure).
+        self._fresh: deque[tuple[float, Transition]] = deque()
+        self._unwritten: deque[tuple[float, Transition]] = deque()
+        self._decisions: dict[str, tuple[float, Decision]] = {}
+        self._versions: dict[str | None, tuple[str, str]] = {}
+        self._version_changes: deque[tuple[str, str, str | None, float]] = deque()
+        self.last_flush: float | None = None
+        self.flush_error: str | None = None
+        self.switch = _switch_of(policy)
+        if self.switch is not None:
+            self.switch.subscribe(self._on_transition)
+
+    # -- hot path ------------------------------------------------------------------------------------
+    def record(self, step: StepRecord) -> None:
+        self.record_many((step,))
+
+    def record_many(self, steps: Sequence[StepRecord]) -> int:
+        """Validate the whole batch (RecordError naming index and field; nothing kept), then feed every
+        branch of the data path. Returns the number of records taken."""
+        steps = list(steps)
+        self.store.write_records(steps)
+        metrics = self.metrics
+        if metrics is not None:
+            for s in steps:
+                metrics.observe(s)
+        watch, policy, versions, findings = self.watch, self.policy, self._versions, []
+        with self._lock:
+            for s in steps:
+                key = self._key(s.domain)
+                policy.update(key, Outcome.of(s))
+                if watch is not None:
+                    found = watch.observe(s if key == s.domain else dataclasses.replace(s, domain=key))
+                    if found:
+                        findings += found
+                seen = (s.target_version, s.draft_version)
+                if versions.get(s.pod) != seen and (s.pod in versions or len(versions) < MAX_PODS):
+                    versions[s.pod] = seen
+                    self._version_changes.append((*seen, s.pod, s.timestamp or self._clock()))
+        if findings and self.alerts is not None:
+            for finding in findings:
+                self.alerts.handle(finding)
+        return len(steps)
+
+    def decide(self, domain: str) -> Decision:
+        """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate)."""
+        with self._lock:
+            key = self._key(domain)
+            decision = self.policy.choose(key)
+            self._decisions[key] = (self._clock(), decision)
+        if key != domain:
+            decision = dataclasses.replace(decision, reason=f"{decision.reason} (shared state of {OTHER!r}: "
+                                                            f"over {self.max_domains} domains)")
+        if self.metrics is not None:
+            self.metrics.set_decision(domain, decision.lookahead, decision.speculate)
+        return decision
+
+    def stop_drafting(self, domain: str) -> StopDrafting | None:
+        """The policy's in-step stop rule for ``domain`` (in-process decoding only)."""
+        with self._lock:
+            return self.policy.stop_drafting(self._key(domain))
+
+    def _key(self, domain: str) -> str:
+        """``domain``, or OTHER once ``max_domains`` are known (caller holds the lock)."""
+        domains = self._domains
+        if domain in domains:
+            return domain
+        if len(domains) < self.max_domains:
+            domains.add(domain)
+            return domain
+        return OTHER
+
+    def _on_transition(self, t: Transition) -> None:
+        # Called by the switch inside policy.update, under the lock: queue only.
+        item = (self._clock(), t)
+        self._fresh.append(item)
+        self._unwritten.append(item)
+
+    # -- start-up --------------------------------------------------------------------------------------
+    def warm_start(self, target_version: str | None = None, draft_version: str | None = None,
+                   lookback: float = DEFAULT_LOOKBACK) -> list[str]:
+        """Seed the policy (and switch) from stored history of ``target_version`` (default: the latest this
+        pod stored); returns the domains seeded."""
+        if target_version is None:
+            target_version, draft_version = self._latest_versions()
+        now = self._clock()
+        history = arm_history(self.store, target_version, draft_version, since=now - lookback,
+                              now=now) if target_version else {}
+        states = switch_states(self.store) if self.switch is not None else {}
+        seeded = []
+        with self._lock:
+            for domain in sorted(set(history) | set(states)):
+                if self._key(domain) != domain:
+                    continue
+                arms = history.get(domain, [])
+                if self.switch is not None:
+                    self.policy.warm_start(domain, arms, states.get(domain))
+                else:
+                    self.policy.warm_start(domain, arms)
+                seeded.append(domain)
+        return seeded
+
+    def _latest_versions(self) -> tuple[str | None, str | None]:
+        latest: dict[str, tuple[float, str]] = {}
+        for v in self.store.versions():
+            if v.pod == self.pod and v.last_seen >= latest.get(v.role, (-math.inf, ""))[0]:
+                latest[v.role] = (v.last_seen, v.version)
+        return latest.get("target", (0, None))[1], latest.get("draft", (0, None))[1]
+
+    # -- scheduler jobs --------------------------------------------------------------------------------
+    def flush(self, now: float | None = None) -> int:
+        """Raise alerts for new switch transitions, write closed windows, transitions, decisions and version
+        changes. ``now=math.inf`` writes open windows too (shutdown). Returns windows written."""
+        with self._flush_lock:
+            self._alert_transitions()
+            try:
+                written = self.store.flush(now)
+                self._drain(self._unwritten, lambda ts, t: self.store.record_transition(
+                    t.domain, t.speculate, t.reason, ts=ts))
+                self._write_decisions()
+                self._drain(self._version_changes, lambda target, draft, pod, ts: self.store.record_versions(
+                    target, draft, ts=ts, pod=pod))
+            except Exception as exc:
+                self.flush_error = f"{type(exc).__name__}: {exc}"
+                raise
+            self.flush_error, self.last_flush = None, self._clock()
+            self._export_drift()
+            return written
+
+    def rollup(self) -> dict[str, int]:
+        return self.store.rollup()
+
+    def prune(self) -> dict[str, int]:
+        return self.store.prune()
+
+    @property
+    def can_refit(self) -> bool:
+        """Whether the policy has refits to run off the hot path (today's policies refit inline)."""
+        inner = getattr(self.policy, "policy", self.policy)
+        return callable(getattr(self.policy, "refit", None)) or callable(getattr(inner, "refit", None))
+
+    def refit(self) -> None:
+        target = self.policy if callable(getattr(self.policy, "refit", None)) else self.policy.policy
+        with self._lock:
+            target.refit()
+
+    def tick_alerts(self, now: float | None = None) -> None:
+        """Advance the alert lifecycle (pending -> firing, re-sends, persistence) and export firing counts."""
+        if self.alerts is None:
+            return
+        self._alert_transitions()
+        self.alerts.tick(now)
+        if self.metrics is not None:
+            self.metrics.set_alerts_firing(self.alerts.firing_counts())
+
+    def close(self, alert_timeout: float = 3.0) -> None:
+        """Shutdown: write every window (open ones too) and queued event, persist alert state, release the
+        database. Each part runs even if an earlier one failed; the first failure is raised at the end."""
+        failure: BaseException | None = None
+        steps = [lambda: self.flush(math.inf)]
+        if self.alerts is not None:
+            steps.append(lambda: self.alerts.close(alert_timeout))
+        steps.append(lambda: self.store.close(flush=False))
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # keep closing: persisting alerts matters even if the flush failed
+                log.error("shutdown: %s", exc)
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _alert_transitions(self) -> None:
+        fresh = self._fresh
+        while fresh:
+            _, t = fresh.popleft()
+            if self.alerts is None:
+                continue
+            # The alert catalogue (alerts/alert.py) writes the summary and action; firing Restored
+            # resolves Disabled once it fires.
+            notes = {"reason": t.reason, "speculative_goodput": _rate(t.speculative_goodput),
+                     "baseline_goodput": _rate(t.baseline_goodput)}
+            if t.speculate:
+                self.alerts.fire(RESTORED, t.domain, None, notes)
+            else:
+                self.alerts.resolve(RESTORED, t.domain)
+                self.alerts.fire(DISABLED, t.domain, None, notes)
+
+    @staticmethod
+    def _drain(queue: deque, write: Callable[..., Any]) -> None:
+        # Only the flush (under its lock) removes items, so peek-write-pop keeps a failed item queued.
+        while queue:
+            write(*queue[0])
+            queue.popleft()
+
+    def _write_decisions(self) -> None:
+        with self._lock:
+            pending, self._decisions = self._decisions, {}
+        try:
+            while pending:
+                domain, (ts, d) = next(iter(pending.items()))
+                self.store.record_decision(domain, d.lookahead, d.speculate, d.policy, d.reason, ts=ts)
+                del pending[domain]
+        finally:
+            if pending:  # keep what was not written unless a newer decision came in meanwhile
+                with self._lock:
+                    for domain, item in pending.items():
+                        self._decisions.setdefault(domain, item)
+
+    def _export_drift(self) -> None:
+        if self.watch is None or self.metrics is None:
+            return
+        with self._lock:
+            statistics = self.watch.statistics()
+        for (domain, detector), value in statistics.items():
+            self.metrics.set_drift(domain, detector, value)
+
+
+def _switch_of(policy: Policy) -> Switch | None:
+    switch = getattr(policy, "switch", None)
+    return switch if isinstance(switch, Switch) else None
+
+
+def _rate(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.1f} tokens/s"
