@@ -96,11 +96,14 @@ class Sidecar:
             key = self._key(domain)
             decision = self.policy.choose(key)
             self._decisions[key] = (self._clock(), decision)
+            # The gauge shows the switch's state, not each step's choice: a probe while off (or a K = 0
+            # measurement while on) must not flap it.
+            on = self.switch.is_on(key) if self.switch is not None else decision.speculate
         if key != domain:
             decision = dataclasses.replace(decision, reason=f"{decision.reason} (shared state of {OTHER!r}: "
                                                             f"over {self.max_domains} domains)")
         if self.metrics is not None:
-            self.metrics.set_decision(domain, decision.lookahead, decision.speculate)
+            self.metrics.set_decision(domain, decision.lookahead, on)
         return decision
 
     def stop_drafting(self, domain: str) -> StopDrafting | None:
@@ -164,7 +167,7 @@ class Sidecar:
             try:
                 written = self.store.flush(now)
                 self._drain(self._unwritten, lambda ts, t: self.store.record_transition(
-                    t.domain, t.speculate, t.reason, ts=ts))
+                    t.domain, t.speculate, t.reason, ts=ts, pod=self.pod))
                 self._write_decisions()
                 self._drain(self._version_changes, lambda target, draft, pod, ts: self.store.record_versions(
                     target, draft, ts=ts, pod=pod))
@@ -248,7 +251,8 @@ class Sidecar:
         try:
             while pending:
                 domain, (ts, d) = next(iter(pending.items()))
-                self.store.record_decision(domain, d.lookahead, d.speculate, d.policy, d.reason, ts=ts)
+                self.store.record_decision(domain, d.lookahead, d.speculate, d.policy, d.reason, ts=ts,
+                                           pod=self.pod)
                 del pending[domain]
         finally:
             if pending:  # keep what was not written unless a newer decision came in meanwhile

@@ -1,0 +1,86 @@
+"""The sidecar with the real alert manager and metrics wired in."""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import generate_latest
+
+from agent.sidecar import Sidecar
+from alerts.manager import AlertManager
+from alerts.metrics import Metrics
+from policies.registry import make
+from sidecar_fakes import T0, Clock, losing_steps, open_store, step
+
+
+class Sink:
+    name, resend = "recording", False
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, alerts):
+        self.sent += list(alerts)
+
+    def close(self):
+        pass
+
+
+def sample(metrics: Metrics, name: str, domain: str) -> float | None:
+    for family in metrics.registry.collect():
+        for s in family.samples:
+            if s.name == name and s.labels.get("domain") == domain:
+                return s.value
+    return None
+
+
+def test_speculation_off_fires_an_alert_persists_it_and_shows_in_metrics(tmp_path):
+    clock = Clock(T0 + 100)
+    store = open_store(tmp_path, clock)
+    sink = Sink()
+    alerts = AlertManager([sink], store, pod="pod-a", clock=clock)
+    metrics = Metrics()
+    sidecar = Sidecar(store, make("fixed:4+switch", seed=1), alerts=alerts, metrics=metrics, pod="pod-a",
+                      clock=clock)
+    sidecar.record_many(losing_steps("code", 400, T0) + [step("chat", 4, 3, T0)])
+    sidecar.decide("code")
+    assert sample(metrics, "specwatch_speculation_enabled", "code") == 0
+    assert sample(metrics, "specwatch_steps_total", "code") == 400
+    sidecar.flush()
+    clock.now += 1
+    sidecar.tick_alerts()
+    (alert,) = alerts.firing()
+    assert alert.labels == {"alertname": "SpeculationDisabled", "domain": "code", "severity": "warning",
+                            "pod": "pod-a"}
+    assert "K=0" in alert.annotations["reason"] and alert.annotations["summary"].startswith("Speculation turned off")
+    assert b'specwatch_alerts_firing{alertname="SpeculationDisabled"} 1.0' in generate_latest(metrics.registry)
+    sidecar.close(alert_timeout=2.0)
+    assert [a.labels["alertname"] for a in sink.sent] == ["SpeculationDisabled"]
+    again = open_store(tmp_path, clock)
+    assert [a.labels["alertname"] for a in again.load_alerts("firing")] == ["SpeculationDisabled"]
+    again.db.dispose()
+
+
+def test_speculation_back_on_resolves_the_disabled_alert(tmp_path):
+    clock = Clock(T0 + 100)
+    store = open_store(tmp_path, clock)
+    alerts = AlertManager([], store, pod="p", clock=clock)
+    sidecar = Sidecar(store, make("fixed:4+switch", seed=1), alerts=alerts, pod="p", clock=clock)
+    sidecar.record_many(losing_steps("code", 400, T0))
+    sidecar.flush()
+    sidecar.tick_alerts()
+    assert [a.labels["alertname"] for a in alerts.firing()] == ["SpeculationDisabled"]
+    # Now speculation pays: K=4 accepts everything in 12 ms (5 tokens), K=0 takes 10 ms per token.
+    good = []
+    for i in range(3000):
+        k = 4 if i % 2 == 0 else 0
+        good.append(step("code", k, k, T0 + 10 + i * 0.01, draft_s=0.002 * k / 4, verify_s=0.010, expected=None))
+    sidecar.record_many(good)
+    assert sidecar.switch.is_on("code")
+    clock.now += 1
+    sidecar.flush()
+    sidecar.tick_alerts()
+    names = {a.labels["alertname"]: a.state for a in alerts.alerts("all")}
+    assert names == {"SpeculationDisabled": "resolved", "SpeculationRestored": "firing"}
+    assert [t.enabled for t in store.transitions(until=math.inf)] == [False, True]
+    sidecar.close()
