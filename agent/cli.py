@@ -70,6 +70,7 @@ def _register() -> None:
     from agent import cli_alerts, cli_db, cli_serve, cli_stats
     from agent.cli_decode import decode
     from agent.cli_models import models_app
+    from agent.cli_scrape import EXAMPLE as SCRAPE_EXAMPLE, scrape
 
     app.command(epilog="Example: specwatch decode --domain code --lookahead 4")(decode)
     app.add_typer(models_app, name="models")
@@ -77,6 +78,7 @@ def _register() -> None:
     app.command(epilog=cli_db.VERSIONS_EXAMPLE)(cli_db.versions)
     app.command(epilog=cli_alerts.EXAMPLE)(cli_alerts.alerts)
     app.add_typer(cli_db.db_app, name="db")
+    app.command(epilog=SCRAPE_EXAMPLE)(scrape)
     app.command(epilog=cli_serve.EXAMPLE)(cli_serve.serve)
 
 
