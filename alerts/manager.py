@@ -135,9 +135,9 @@ class AlertManager:
                 self.suppressed += 0 if entry.held else 1
                 entry.held = True
                 continue
-            # A new severity of the same alert replaces the old one once it fires; so do the types this
-            # one resolves (SpeculationRestored resolves SpeculationDisabled).
-            for other in [e for e in self._active.values() if e.key == entry.key and e is not entry]:
+            # A new severity of the same alert replaces the firing one once it fires itself; so do the
+            # types this one resolves (SpeculationRestored resolves SpeculationDisabled).
+            for other in [e for e in self._active.values() if e.key == entry.key and e.firing and e is not entry]:
                 self._end(other, now)
             kind = alert_type(entry.key[0])
             for name in kind.resolves if kind else ():
@@ -157,13 +157,13 @@ class AlertManager:
     def _resolve_key(self, key: tuple[str, str], now: float, annotations: dict | None = None) -> None:
         for entry in [e for e in self._active.values() if e.key == key]:
             if annotations:
-                entry.alert = replace(entry.alert, annotations={**entry.alert.annotations,
-                                                                **describe(key[0], key[1], annotations)})
+                notes = {str(k): str(v) for k, v in annotations.items()}
+                entry.alert = replace(entry.alert, annotations={**entry.alert.annotations, **notes})
             self._end(entry, now)
 
     def _end(self, entry: _Active, now: float) -> None:
         del self._active[entry.alert.fingerprint]
-        if entry.firing:
+        if entry.firing and entry.last_sent is not None:  # else it fired in this tick, unannounced
             resolved = replace(entry.alert, ends_at=max(now, entry.alert.starts_at))
             self._outbox.append(resolved)
             self._resolved.append(resolved)

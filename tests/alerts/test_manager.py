@@ -118,6 +118,7 @@ def test_resolve_sets_ends_at(make, clock, sink, quiet):
     resolved = sink.sent[-1]
     assert resolved.state == "resolved" and resolved.ends_at == T0 + 300 and resolved.starts_at == T0
     assert resolved.annotations["resolution"] == "speculation back on"
+    assert resolved.annotations["summary"] == "Speculation turned off in code: slow"  # kept
     assert quiet.states() == [("SpeculationDisabled", "code", "firing"), ("SpeculationDisabled", "code",
                                                                            "resolved")]
     assert m.alerts("resolved") == [resolved] and m.alerts("all") == [resolved]
@@ -152,6 +153,10 @@ def test_a_new_severity_replaces_the_old_once_it_fires(make, clock, sink):
     assert [(a.labels["severity"], a.state) for a in sink.sent] == [
         ("warning", "firing"), ("warning", "resolved"), ("critical", "firing")]
     assert [a.labels["severity"] for a in m.firing()] == ["critical"]
+    m.fire("StaleDraft", "chat", "warning")
+    m.fire("StaleDraft", "chat", "critical")  # both pending at one tick: only the later is announced
+    tick(m, clock, T0 + 2)
+    assert [(a.labels["severity"], a.state) for a in sink.sent[3:]] == [("critical", "firing")]
 
 
 def test_restored_resolves_disabled(make, clock, sink):
