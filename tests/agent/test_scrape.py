@@ -80,6 +80,18 @@ def test_a_naive_synthesis_fails_the_same_check():
         check_exact(naive, delta)
 
 
+def test_records_come_in_no_artificial_runs():
+    delta = SpecCounters(300, 1200, 680, (250, 200, 145, 85))
+    first = synthesize(delta, domain="d", target_version="t", draft_version="x")
+    again = synthesize(delta, domain="d", target_version="t", draft_version="x")
+    assert [r.accepted for r in first] == [r.accepted for r in again]  # reproducible
+    longest = run = 1
+    for a, b in zip(first, first[1:]):
+        run = run + 1 if a.accepted == b.accepted else 1
+        longest = max(longest, run)
+    assert longest < 12  # grouped by accepted length, the longest run would be 85
+
+
 def test_uniform_lookahead_when_every_draft_has_k_tokens():
     delta = SpecCounters(300, 1200, 680, (250, 200, 145, 85))
     assert accepted_lengths(delta) == [50, 50, 55, 60, 85]
