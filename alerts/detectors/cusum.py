@@ -1,0 +1,143 @@
+"""One-sided Bernoulli CUSUM on accept flags (Page 1954; Reynolds and Stoumbos 1999).
+
+The reference acceptance p0 is learned from a warm-up; the alternative is p1 = ratio x p0. Each flag adds
+its log-likelihood ratio log(p1 / p0) for an accepted token (negative) or log((1 - p1) / (1 - p0)) for a
+rejected one, S = max(0, S + that), and S > h confirms the drop. h comes from the target false-alarm
+interval ``arl0`` (in flags) by ``threshold_for_arl`` (see calibration.py: ARL0 ~= (e^h - h - 1) / KL(p0 ||
+p1), a floor for these increments). After a change the detector learns a new reference.
+
+The per-step form is exact: accepted flags only pull S down, so a step's ``accepted`` flags act at once and
+an alarm can only come with the rejected one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from alerts.detectors.base import Baselined, Change, make_config
+from alerts.detectors.calibration import Warmup, flag_increments, threshold_for_arl
+from alerts.detectors.checks import check_at_least, check_count, check_open_fraction
+
+
+@dataclass(frozen=True)
+class CUSUMConfig:
+    """``arl0``: target mean number of flags between false alarms on a stationary stream. ``ratio``: the
+    alternative acceptance as a fraction of the reference. ``warmup``: flags that learn the reference.
+    ``block``: block length of the dispersion estimate (0: take flags as independent)."""
+
+    arl0: float = 1_000_000.0
+    ratio: float = 0.5
+    warmup: int = 1000
+    block: int = 16
+
+    def __post_init__(self) -> None:
+        check_at_least("arl0", self.arl0, 10)
+        check_open_fraction("ratio", self.ratio)
+        check_count("warmup", self.warmup, 10)
+        check_count("block", self.block, 0)
+        if self.block and self.warmup < 8 * self.block:
+            raise ValueError(f"warmup ({self.warmup}) must hold at least 8 blocks of {self.block} observations")
+
+
+class BernoulliCUSUM(Baselined):
+    """See the module docstring. ``update(x)`` takes one flag (1 accepted, 0 rejected)."""
+
+    name = "cusum"
+
+    def __init__(self, config: CUSUMConfig | None = None, **hyper):
+        self.config = make_config(CUSUMConfig, config, hyper)
+        self.arl0, self.ratio = self.config.arl0, self.config.ratio
+        self.warmup, self.block = self.config.warmup, self.config.block
+        super().__init__()
+        self._dispersion = 1.0  # the last learned: a version test after a change uses it
+        self._forget()
+
+    def _forget(self) -> None:
+        self._reference: float | None = None
+        self._up = self._down = 0.0
+        self._h = math.inf
+        self._clear()
+
+    def _clear(self) -> None:
+        self._s = 0.0
+        self._n = self._accepted = 0  # flags since S was last 0: the estimated change point
+
+    # -- reference ------------------------------------------------------------------------------
+    def _learn(self, warm: Warmup) -> None:
+        p0 = (warm.total + 0.5) / (warm.n + 1)  # never exactly 0 or 1
+        self._set(p0, warm.dispersion(p0 * (1 - p0)))
+
+    def baseline(self, reference: float, dispersion: float = 1.0) -> "BernoulliCUSUM":
+        """Skip the warm-up: use this reference acceptance (and dispersion)."""
+        check_open_fraction("reference", reference)
+        check_at_least("dispersion", dispersion, 1)
+        self._warm = None
+        self._clear()
+        self._set(reference, dispersion)
+        return self
+
+    def _set(self, p0: float, dispersion: float) -> None:
+        self._reference, self._dispersion = p0, dispersion
+        self._up, self._down, kl = flag_increments(p0, self.ratio, dispersion)
+        self._h = threshold_for_arl(self.arl0, kl)
+
+    @property
+    def reference(self) -> float | None:
+        return self._reference
+
+    @property
+    def dispersion(self) -> float:
+        return self._dispersion
+
+    @property
+    def threshold(self) -> float:
+        return self._h
+
+    # -- updates --------------------------------------------------------------------------------
+    def update(self, x: float) -> "BernoulliCUSUM":
+        self._drift = False
+        if self._warm is not None and self._learning(x):
+            return self
+        if x:
+            s = self._s + self._down
+            if s <= 0.0:
+                self._clear()
+            else:
+                self._s, self._n, self._accepted = s, self._n + 1, self._accepted + 1
+        else:
+            self._s += self._up
+            self._n += 1
+            if self._s > self._h:
+                self._fire()
+        return self
+
+    def update_step(self, accepted: int, rejected: bool) -> "BernoulliCUSUM":
+        if self._warm is not None:
+            return super().update_step(accepted, rejected)
+        self._drift = False
+        s = self._s + accepted * self._down
+        if s <= 0.0:
+            self._clear()
+        else:
+            self._s, self._n, self._accepted = s, self._n + accepted, self._accepted + accepted
+        if rejected:
+            self._s += self._up
+            self._n += 1
+            if self._s > self._h:
+                self._fire()
+        return self
+
+    def _fire(self) -> None:
+        self._drift = True
+        self._change = Change(self._reference, self._accepted / self._n, self._n)
+        self.rebaseline()
+
+    @property
+    def statistic(self) -> float:
+        return self._s
+
+    def reset(self) -> "BernoulliCUSUM":
+        self._drift, self._change, self._dispersion = False, None, 1.0
+        self.rebaseline()
+        return self

@@ -1,0 +1,151 @@
+"""One-sided CUSUM on expected acceptance: per drafted position, e = sum_x min(p(x), q(x)), the probability
+that a token drafted there is accepted.
+
+A flag is a coin flip with probability e, so the flag's log-likelihood ratio (Bernoulli, reference p0,
+alternative p1 = ratio x p0) has expectation given e
+
+    y(e) = e log(p1 / p0) + (1 - e) log((1 - p1) / (1 - p0))
+
+This CUSUM adds y(e) instead of the flag's ratio (a Rao-Blackwellised Bernoulli CUSUM): the same drift
+before and after a change as the flag CUSUM, without the coin's noise, and bounded like it (e is in
+[0, 1]), so one odd position cannot raise an alarm. p0 is the warm-up's mean of e.
+
+Threshold: y is not a likelihood ratio, so it is scaled by theta, the root of mean(exp(theta y)) = 1 over
+the warm-up's values (calibration.expected_theta), after which the relation of calibration.py applies to
+theta y as to a likelihood ratio; theta is divided by the warm-up's dispersion for correlated values. Less
+noise means a larger theta and a lower threshold in y: that is the gain over flags. With one-hot p and q
+(greedy decoding) e is the flag itself, theta is 1 and this is the flag CUSUM.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from alerts.detectors.base import Baselined, Change, make_config
+from alerts.detectors.calibration import Warmup, expected_increments, expected_theta, threshold_for_arl
+from alerts.detectors.checks import check_open_fraction, check_positive
+from alerts.detectors.cusum import CUSUMConfig
+
+
+@dataclass(frozen=True)
+class ExpectedCUSUMConfig(CUSUMConfig):
+    """As CUSUMConfig, over expected-acceptance values. ``ratio`` defaults higher than the flag CUSUM's:
+    with less noise a smaller drop is worth targeting."""
+
+    ratio: float = 0.8
+
+
+class ExpectedCUSUM(Baselined):
+    """See the module docstring. ``update(e)`` takes one expected acceptance in [0, 1]."""
+
+    name = "expected-cusum"
+
+    def __init__(self, config: ExpectedCUSUMConfig | None = None, **hyper):
+        self.config = make_config(ExpectedCUSUMConfig, config, hyper)
+        self.arl0, self.ratio = self.config.arl0, self.config.ratio
+        self.warmup, self.block = self.config.warmup, self.config.block
+        super().__init__()
+        self._values: list[float] = []  # the warm-up's values, for theta
+        self._theta = 1.0  # the last learned: a version test after a change uses it
+        self._forget()
+
+    def _forget(self) -> None:
+        self._reference: float | None = None
+        self._up = self._slope = 0.0
+        self._h = math.inf
+        self._values = []
+        self._clear()
+
+    def _clear(self) -> None:
+        self._s = 0.0
+        self._n, self._total = 0, 0.0  # values since S was last 0
+
+    # -- reference ------------------------------------------------------------------------------
+    def _learn(self, warm: Warmup) -> None:
+        values, self._values = self._values, []
+        p0 = _inside(warm.mean)
+        self._set(p0, expected_theta(values, p0, self.ratio, warm.dispersion(warm.variance)))
+
+    def baseline(self, reference: float, theta: float) -> "ExpectedCUSUM":
+        """Skip the warm-up: the reference mean of e and the scale theta (calibration.expected_theta)."""
+        check_open_fraction("reference", reference)
+        check_positive("theta", theta)
+        self._forget()
+        self._warm = None
+        self._set(reference, theta)
+        return self
+
+    def _set(self, p0: float, theta: float) -> None:
+        self._up, self._slope, kl = expected_increments(p0, self.ratio, theta)
+        self._reference, self._theta = p0, theta
+        self._h = threshold_for_arl(self.arl0, kl)
+
+    @property
+    def reference(self) -> float | None:
+        return self._reference
+
+    @property
+    def theta(self) -> float:
+        return self._theta
+
+    @property
+    def threshold(self) -> float:
+        return self._h
+
+    # -- updates --------------------------------------------------------------------------------
+    def update(self, x: float) -> "ExpectedCUSUM":
+        self._drift = False
+        if self._warm is not None:
+            self._values.append(x)
+            self._learning(x)
+            return self
+        s = self._s + self._up + self._slope * x
+        if s <= 0.0:
+            self._clear()
+            return self
+        self._s, self._n, self._total = s, self._n + 1, self._total + x
+        if s > self._h:
+            self._fire()
+        return self
+
+    def update_many(self, values) -> "ExpectedCUSUM":
+        """As repeated ``update`` calls, in one loop (the hot path feeds a step's values at once)."""
+        if self._warm is not None:
+            return super().update_many(values)
+        self._drift = False
+        s, n, total, up, slope, h = self._s, self._n, self._total, self._up, self._slope, self._h
+        for i, x in enumerate(values):
+            s += up + slope * x
+            if s <= 0.0:
+                s, n, total = 0.0, 0, 0.0
+            else:
+                n += 1
+                total += x
+                if s > h:
+                    self._s, self._n, self._total = s, n, total
+                    self._fire()
+                    change = self._change
+                    super().update_many(values[i + 1:])
+                    self._drift, self._change = True, change
+                    return self
+        self._s, self._n, self._total = s, n, total
+        return self
+
+    def _fire(self) -> None:
+        self._drift = True
+        self._change = Change(self._reference, self._total / self._n, self._n)
+        self.rebaseline()
+
+    @property
+    def statistic(self) -> float:
+        return self._s
+
+    def reset(self) -> "ExpectedCUSUM":
+        self._drift, self._change, self._theta = False, None, 1.0
+        self.rebaseline()
+        return self
+
+
+def _inside(p: float) -> float:
+    return min(max(p, 1e-3), 1 - 1e-3)

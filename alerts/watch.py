@@ -1,0 +1,155 @@
+"""DriftWatch: per-domain drift detection fed with whole StepRecords; returns Findings.
+
+Per domain and (target version, draft version) pair, a lineage (alerts/lineage.py) runs the acceptance
+detectors on the step's flags, counted up to and including the first rejection (later positions were
+never verified): a Bernoulli CUSUM, a CUSUM on expected acceptance when records carry it, and ADWIN. Any
+of them confirming a drop gives an AcceptanceDrift finding and re-baselines that lineage.
+
+When a domain's records show a new version pair, its lineage starts warming up its own detectors and a
+sequential test (alerts/detectors/sprt.py) compares its acceptance with the running baseline of the pair
+it replaced; a confirmed drop gives StaleDraft (versions, acceptance before/after, the speed-up lost by
+Leviathan's formula with the measured cost ratio, and what to do). A change without a drop ends the test
+quietly. Plain steps (lookahead 0) feed the below-break-even comparison (alerts/breakeven.py) only.
+
+Hot path: ``observe`` does arithmetic only, no I/O, no locks; not thread-safe (the Sidecar serialises it)
+and it keeps state for every domain it is given (the Sidecar bounds domains).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from agent.records import StepRecord
+from alerts.breakeven import BreakEven, BreakEvenConfig
+from alerts.detectors import ADWINConfig, CUSUMConfig, ExpectedCUSUMConfig, ExpectedSPRT, SPRTConfig
+from alerts.detectors.checks import check_count, check_positive
+from alerts.findings import Finding, Speed, breakeven_finding, drift_finding, stale_finding
+from alerts.lineage import Lineage
+
+__all__ = ["DriftWatch", "Finding", "WatchConfig"]
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """Detector configurations (None turns that detector off) and the version-change baseline:
+    ``baseline_halflife`` (flags) of the running acceptance a new version is compared with,
+    ``min_baseline`` flags of the old version needed to test a change at all, ``max_lineages`` version
+    pairs remembered per domain, ``cost_halflife`` (steps) of the cost ratio and mean lookahead."""
+
+    cusum: CUSUMConfig = field(default_factory=CUSUMConfig)
+    expected: ExpectedCUSUMConfig | None = field(default_factory=ExpectedCUSUMConfig)
+    adwin: ADWINConfig | None = field(default_factory=ADWINConfig)
+    stale: SPRTConfig = field(default_factory=SPRTConfig)
+    breakeven: BreakEvenConfig | None = field(default_factory=BreakEvenConfig)
+    baseline_halflife: float = 2000.0
+    min_baseline: int = 300
+    max_lineages: int = 4
+    cost_halflife: float = 500.0
+
+    def __post_init__(self) -> None:
+        for name, kind in (("cusum", CUSUMConfig), ("expected", ExpectedCUSUMConfig), ("adwin", ADWINConfig),
+                           ("stale", SPRTConfig), ("breakeven", BreakEvenConfig)):
+            value = getattr(self, name)
+            if not isinstance(value, kind) and not (value is None and name not in ("cusum", "stale")):
+                raise ValueError(f"{name} must be a {kind.__name__}, got {value!r}")
+        check_positive("baseline_halflife", self.baseline_halflife)
+        check_count("min_baseline", self.min_baseline)
+        check_count("max_lineages", self.max_lineages, 2)
+        check_positive("cost_halflife", self.cost_halflife)
+
+
+class _Domain:
+    __slots__ = ("lineages", "current", "key", "breakeven", "draft", "drafted", "verify", "steps")
+
+    def __init__(self, config: WatchConfig):
+        self.lineages: dict[tuple[str, str], Lineage] = {}
+        self.current: Lineage | None = None
+        self.key: tuple[str, str] | None = None
+        self.breakeven = BreakEven(config.breakeven) if config.breakeven is not None else None
+        # faded sums over timed speculative steps: the cost ratio c and the mean lookahead
+        self.draft = self.drafted = self.verify = self.steps = 0.0
+
+    def speed(self) -> Speed:
+        k = max(1, round(self.drafted / self.steps)) if self.steps else 0
+        if self.drafted <= 0 or self.verify <= 0:
+            return Speed(k, None)
+        # Leviathan's c: one draft forward over one target forward; a verify pass stands for the latter
+        return Speed(k, (self.draft / self.drafted) / (self.verify / self.steps))
+
+
+class DriftWatch:
+    """See the module docstring. ``clock`` dates a version change when its first record has no timestamp."""
+
+    def __init__(self, config: WatchConfig | None = None, clock: Callable[[], float] = time.time):
+        self.config = config or WatchConfig()
+        self._clock = clock
+        self._domains: dict[str, _Domain] = {}
+        self._fade = math.exp2(-1.0 / self.config.cost_halflife)
+
+    def observe(self, record: StepRecord) -> list[Finding]:
+        d = self._domains.get(record.domain)
+        if d is None:
+            d = self._domains[record.domain] = _Domain(self.config)
+        k = record.lookahead
+        out: list[Finding] = []
+        if d.breakeven is not None:
+            loss = d.breakeven.observe(k, record.emitted, record.draft_seconds + record.verify_seconds)
+            if loss is not None:
+                acceptance = d.current.flags.mean if d.current is not None and d.current.flags.n else None
+                out.append(breakeven_finding(record.domain, loss.speculative, loss.plain, acceptance,
+                                             loss.lookahead))
+        if k == 0:
+            return out
+        if record.verify_seconds > 0:
+            f = self._fade
+            d.draft = d.draft * f + record.draft_seconds
+            d.drafted = d.drafted * f + k
+            d.verify = d.verify * f + record.verify_seconds
+            d.steps = d.steps * f + 1
+        key = (record.target_version, record.draft_version)
+        lineage = d.current if key == d.key else self._switch(d, key, record)
+        accepted = record.accepted
+        rejected = accepted < k
+        values = record.expected_acceptance
+        if values is not None:
+            values = values[: accepted + rejected]
+        fired = lineage.observe(accepted, rejected, values)
+        for detector in fired:
+            if detector is lineage.test:
+                expected = (detector.reference, detector.mean) if isinstance(detector, ExpectedSPRT) else None
+                out.append(stale_finding(record.domain, lineage.before, lineage.flags.mean, detector.observations,
+                                         lineage.origin, key, d.speed(), lineage.since, expected))
+            else:
+                change = detector.change
+                out.append(drift_finding(record.domain, detector.name, change.before, change.after,
+                                         change.observations, key, d.speed()))
+        return out
+
+    def _switch(self, d: _Domain, key: tuple[str, str], record: StepRecord) -> Lineage:
+        """The records' versions differ from the last record's: that pair's lineage, new if unseen (then
+        tested against the lineage it replaces)."""
+        lineage = d.lineages.pop(key, None)
+        if lineage is None:
+            lineage = Lineage(key, self.config)
+            lineage.since = record.timestamp or self._clock()
+            origin = d.current
+            if origin is not None:
+                lineage.start_test(origin, self.config.stale, self.config.min_baseline,
+                                   record.expected_acceptance is not None)
+            while len(d.lineages) >= self.config.max_lineages:
+                del d.lineages[next(iter(d.lineages))]  # the least recently switched to
+        d.lineages[key] = lineage
+        d.current, d.key = lineage, key
+        return lineage
+
+    def statistics(self) -> dict[tuple[str, str], float]:
+        """(domain, detector name) -> current statistic of the domain's current lineage."""
+        out = {}
+        for domain, d in list(self._domains.items()):
+            if d.current is not None:
+                for name, value in d.current.statistics().items():
+                    out[(domain, name)] = value
+        return out
