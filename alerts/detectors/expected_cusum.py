@@ -13,8 +13,9 @@ before and after a change as the flag CUSUM, without the coin's noise, and bound
 Threshold: y is not a likelihood ratio, so it is scaled by theta, the root of mean(exp(theta y)) = 1 over
 the warm-up's values (calibration.expected_theta), after which the relation of calibration.py applies to
 theta y as to a likelihood ratio; theta is divided by the warm-up's dispersion for correlated values. Less
-noise means a larger theta and a lower threshold in y: that is the gain over flags. With one-hot p and q
-(greedy decoding) e is the flag itself, theta is 1 and this is the flag CUSUM.
+noise means a larger theta and a lower threshold in y: that is the gain over flags. In greedy decoding the
+decoder still reports the overlap of the temperature-1 distributions: not the probability of a greedy
+match, but a smooth proxy of it whose mean this detector watches all the same.
 """
 
 from __future__ import annotations

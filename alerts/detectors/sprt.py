@@ -78,6 +78,16 @@ class SequentialTest(Detector):
         return self
 
     @property
+    def upper(self) -> float:
+        """The statistic at or above which a drop is confirmed: log((1 - beta) / alpha)."""
+        return self._upper
+
+    @property
+    def lower(self) -> float:
+        """The statistic at or below which "no drop" is concluded: log(beta / (1 - alpha))."""
+        return self._lower
+
+    @property
     def decision(self) -> str | None:
         """None while undecided, then "drop" or "no drop"."""
         return self._decision

@@ -1,0 +1,79 @@
+"""Bernoulli CUSUM: detection delay, false alarms at the documented rate, re-baselining; broken variants
+(wrong sign, no warm-up, no dispersion) fail the same checks."""
+
+import random
+import statistics
+
+from alerts.detectors import BernoulliCUSUM
+from drift_streams import alarms, change, first_alarm, flags
+
+
+class WrongSign(BernoulliCUSUM):
+    """Broken on purpose: watches for acceptance rising."""
+
+    def _set(self, p0, dispersion):
+        super()._set(p0, dispersion)
+        self._up, self._down = self._down, self._up  # accepted flags push the statistic up
+
+
+class NoWarmup(BernoulliCUSUM):
+    """Broken on purpose: a fixed reference instead of one learned from a warm-up."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.baseline(0.9)
+
+    def rebaseline(self):
+        super().rebaseline()
+        return self.baseline(0.9)
+
+
+def delay(detector, seed: int) -> int | None:
+    """Flags from the change (0.7 -> 0.35 at index 3000) to the alarm; None if it came before or never."""
+    at = first_alarm(detector, change(0.7, 0.35, 3000, 2000, seed))
+    return at - 3000 if at is not None and at >= 3000 else None
+
+
+def test_detection_index_on_a_seeded_stream():
+    assert first_alarm(BernoulliCUSUM(), change(0.7, 0.35, 3000, 2000, 11)) == 3053  # 53 flags after the change
+
+
+def test_median_delay_of_a_halved_acceptance_is_at_most_60_flags():
+    delays = [delay(BernoulliCUSUM(), seed) for seed in range(40)]
+    assert None not in delays
+    assert statistics.median(delays) <= 60
+    broken = [delay(WrongSign(), seed) for seed in range(40)]
+    assert sum(d is not None and d <= 60 for d in broken) <= 2  # it does not see drops
+
+
+def test_false_alarms_at_most_the_documented_rate():
+    stream = flags(0.7, 200_000, random.Random(12))
+    # arl0 = 1e4 flags: at most 20 alarms expected in 200k flags (the relation is a floor)
+    assert len(alarms(BernoulliCUSUM(arl0=10_000), stream)) <= 20
+    assert len(alarms(NoWarmup(arl0=10_000), stream)) > 20  # the reference must be learned
+    assert alarms(BernoulliCUSUM(), stream) == []  # the default, 1e6 flags
+
+
+def test_rebaselines_after_firing():
+    rng = random.Random(13)
+    detector = BernoulliCUSUM()
+    stream = flags(0.8, 2000, rng) + flags(0.35, 6000, rng) + flags(0.12, 1000, rng)
+    fired = alarms(detector, stream)
+    assert len(fired) == 2 and 2000 <= fired[0] <= 2060 and 8000 <= fired[1] <= 8100
+    first = BernoulliCUSUM()
+    first_alarm(first, stream[: fired[0] + 1])
+    assert first.warming_up and first.reference is None
+    assert first.change.before > 0.75 and 0.2 < first.change.after < 0.5
+    for x in stream[fired[0] + 1: fired[0] + 1001]:
+        first.update(x)
+    assert not first.warming_up and abs(first.reference - 0.35) < 0.05  # learned the new level
+
+
+def test_dispersion_keeps_correlated_flags_from_alarming():
+    rng = random.Random(14)
+    stream = []
+    while len(stream) < 300_000:  # hard passages: runs of rejections, as inside real requests
+        stream += [0] * rng.randint(3, 7) if rng.random() < 0.05 else [1] * rng.randint(1, 12)
+    assert BernoulliCUSUM().update_many(stream[:1000]).dispersion > 1
+    assert len(alarms(BernoulliCUSUM(), stream)) <= 1
+    assert len(alarms(BernoulliCUSUM(block=0), stream)) > 5  # taking flags as independent does not
