@@ -26,6 +26,7 @@ from agent.records import StepRecord
 from alerts.breakeven import BreakEven, BreakEvenConfig
 from alerts.detectors import ADWINConfig, CUSUMConfig, ExpectedCUSUMConfig, ExpectedSPRT, SPRTConfig
 from alerts.detectors.checks import check_count, check_positive
+from alerts.detectors.sprt import SequentialTest
 from alerts.findings import Finding, Speed, breakeven_finding, drift_finding, stale_finding
 from alerts.lineage import Lineage
 
@@ -144,6 +145,11 @@ class DriftWatch:
         d.lineages[key] = lineage
         d.current, d.key = lineage, key
         return lineage
+
+    def version_test(self, domain: str) -> SequentialTest | None:
+        """The stale-draft test of the domain's current versions (None before any version change)."""
+        d = self._domains.get(domain)
+        return d.current.test if d is not None and d.current is not None else None
 
     def statistics(self) -> dict[tuple[str, str], float]:
         """(domain, detector name) -> current statistic of the domain's current lineage."""

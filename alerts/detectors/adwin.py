@@ -30,6 +30,7 @@ class ADWINConfig:
     clock: int = 32
     warmup: int = 1000
     block: int = 16
+    min_events: int = 30
     direction: str = "down"
 
     def __post_init__(self) -> None:
@@ -37,6 +38,7 @@ class ADWINConfig:
         check_count("clock", self.clock)
         check_count("warmup", self.warmup, 10)
         check_count("block", self.block, 0)
+        check_count("min_events", self.min_events, 0)
         if self.block and self.warmup < 8 * self.block:
             raise ValueError(f"warmup ({self.warmup}) must hold at least 8 blocks of {self.block} flags")
         check_choice("direction", self.direction, ("down", "both"))
@@ -50,7 +52,7 @@ class ADWINDetector(Baselined):
     def __init__(self, config: ADWINConfig | None = None, **hyper):
         self.config = make_config(ADWINConfig, config, hyper)
         self.delta, self.clock, self.direction = self.config.delta, self.config.clock, self.config.direction
-        self.warmup, self.block = self.config.warmup, self.config.block
+        self.warmup, self.block, self.min_events = self.config.warmup, self.config.block, self.config.min_events
         super().__init__()
         self._dispersion = 1.0
         self._forget()

@@ -81,11 +81,15 @@ class Detector(ABC):
 
 
 class Baselined(Detector):
-    """A detector that learns its reference from its first ``warmup`` observations (and again after each
-    confirmed change); ``block`` is the block length of the warm-up's dispersion estimate."""
+    """A detector that learns its reference from a warm-up (again after each confirmed change): at least
+    ``warmup`` observations and until it has seen ``min_events`` acceptances and as many rejections (for
+    expected acceptance e: sums of e and of 1 - e). The rarer outcome sets how well the reference is known
+    (relative error about 1 / sqrt(events)): 1000 flags at acceptance 0.99 hold about 10 rejections, too
+    few to tell 0.99 from 0.997. ``block`` is the block length of the warm-up's dispersion estimate."""
 
     warmup: int
     block: int
+    min_events: int
 
     def __init__(self) -> None:
         super().__init__()
@@ -101,7 +105,7 @@ class Baselined(Detector):
         if warm is None:
             return False
         warm.add(x)
-        if warm.n >= self.warmup:
+        if warm.n >= self.warmup and min(warm.total, warm.n - warm.total) >= self.min_events:
             self._warm = None
             self._learn(warm)
         return True

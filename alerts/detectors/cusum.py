@@ -23,19 +23,22 @@ from alerts.detectors.checks import check_at_least, check_count, check_open_frac
 @dataclass(frozen=True)
 class CUSUMConfig:
     """``arl0``: target mean number of flags between false alarms on a stationary stream. ``ratio``: the
-    alternative acceptance as a fraction of the reference. ``warmup``: flags that learn the reference.
+    alternative acceptance as a fraction of the reference. ``warmup``: flags that learn the reference, at
+    least; ``min_events``: acceptances and rejections the warm-up must have seen (see base.Baselined).
     ``block``: block length of the dispersion estimate (0: take flags as independent)."""
 
     arl0: float = 1_000_000.0
     ratio: float = 0.5
     warmup: int = 1000
     block: int = 16
+    min_events: int = 30
 
     def __post_init__(self) -> None:
         check_at_least("arl0", self.arl0, 10)
         check_open_fraction("ratio", self.ratio)
         check_count("warmup", self.warmup, 10)
         check_count("block", self.block, 0)
+        check_count("min_events", self.min_events, 0)
         if self.block and self.warmup < 8 * self.block:
             raise ValueError(f"warmup ({self.warmup}) must hold at least 8 blocks of {self.block} observations")
 
@@ -48,7 +51,7 @@ class BernoulliCUSUM(Baselined):
     def __init__(self, config: CUSUMConfig | None = None, **hyper):
         self.config = make_config(CUSUMConfig, config, hyper)
         self.arl0, self.ratio = self.config.arl0, self.config.ratio
-        self.warmup, self.block = self.config.warmup, self.config.block
+        self.warmup, self.block, self.min_events = self.config.warmup, self.config.block, self.config.min_events
         super().__init__()
         self._dispersion = 1.0  # the last learned: a version test after a change uses it
         self._forget()

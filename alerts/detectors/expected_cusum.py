@@ -45,7 +45,7 @@ class ExpectedCUSUM(Baselined):
     def __init__(self, config: ExpectedCUSUMConfig | None = None, **hyper):
         self.config = make_config(ExpectedCUSUMConfig, config, hyper)
         self.arl0, self.ratio = self.config.arl0, self.config.ratio
-        self.warmup, self.block = self.config.warmup, self.config.block
+        self.warmup, self.block, self.min_events = self.config.warmup, self.config.block, self.config.min_events
         super().__init__()
         self._values: list[float] = []  # the warm-up's values, for theta
         self._theta = 1.0  # the last learned: a version test after a change uses it

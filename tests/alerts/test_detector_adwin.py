@@ -27,6 +27,6 @@ def test_correlated_flags_get_a_smaller_delta():
     stream = []
     while len(stream) < 300_000:
         stream += [0] * rng.randint(3, 7) if rng.random() < 0.05 else [1] * rng.randint(1, 12)
-    detector = ADWINDetector().update_many(stream[:1000])
+    detector = ADWINDetector().update_many(stream[:3000])
     assert detector.dispersion > 1 and detector.effective_delta < detector.delta ** 1.5
     assert len(alarms(ADWINDetector(), stream)) < len(alarms(ADWINDetector(block=0), stream))

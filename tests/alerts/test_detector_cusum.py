@@ -74,6 +74,16 @@ def test_dispersion_keeps_correlated_flags_from_alarming():
     stream = []
     while len(stream) < 300_000:  # hard passages: runs of rejections, as inside real requests
         stream += [0] * rng.randint(3, 7) if rng.random() < 0.05 else [1] * rng.randint(1, 12)
-    assert BernoulliCUSUM().update_many(stream[:1000]).dispersion > 1
+    assert BernoulliCUSUM().update_many(stream[:3000]).dispersion > 1
     assert len(alarms(BernoulliCUSUM(), stream)) <= 1
     assert len(alarms(BernoulliCUSUM(block=0), stream)) > 5  # taking flags as independent does not
+
+
+def test_warmup_waits_for_enough_rejections():
+    rng = random.Random(15)
+    detector = BernoulliCUSUM()
+    stream = flags(0.995, 20_000, rng)
+    detector.update_many(stream[:1000])
+    assert detector.warming_up  # about 5 rejections: 0.995 cannot be told from 0.999 yet
+    n = next(i for i in range(1000, 20_000) if not detector.update(stream[i]).warming_up)
+    assert stream[: n + 1].count(0) == 30 and abs(detector.reference - 0.995) < 0.003

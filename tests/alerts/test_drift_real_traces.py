@@ -1,0 +1,53 @@
+"""False alarms and version changes on real model-kit acceptance traces (committed greedy traces replayed
+at a fixed lookahead; whole requests resampled, so flags stay correlated inside a request)."""
+
+import random
+
+import pytest
+
+from alerts.detectors import ADWINConfig, CUSUMConfig
+from alerts.watch import WatchConfig
+from bench.drift import alarm_positions, stale_delay
+from bench.drift_sources import bootstrap, load_greedy
+
+
+@pytest.fixture(scope="module")
+def greedy():
+    return {k: load_greedy(k) for k in (4, 8)}
+
+
+def stationary(greedy, k, domain, tokens=300_000, target="target-v1"):
+    return bootstrap(greedy[k][target][domain], tokens, random.Random(f"{k}:{domain}:{target}"))
+
+
+def test_correlated_real_flags_break_the_iid_relation_unless_dispersion_is_used(greedy):
+    steps = stationary(greedy, 8, "logs")  # runs of rejections on timestamps and ids
+    promised = 300_000 / 20_000  # the relation is a floor: at most this many with independent flags
+    with_dispersion = WatchConfig(cusum=CUSUMConfig(arl0=20_000))
+    without = WatchConfig(cusum=CUSUMConfig(arl0=20_000, block=0))
+    assert len(alarm_positions("cusum", steps, with_dispersion)) <= promised
+    assert len(alarm_positions("cusum", steps, without)) > 3 * promised
+
+
+@pytest.mark.parametrize("domain", ["code", "prose", "logs"])
+def test_no_false_alarm_on_stationary_real_traces(greedy, domain):
+    for target in ("target-v1", "target-v2"):
+        steps = stationary(greedy, 4, domain, target=target)
+        assert alarm_positions("cusum", steps, WatchConfig()) == []
+        assert alarm_positions("adwin", steps, WatchConfig()) == []
+    # power: ADWIN with the delta of independent flags and no dispersion alarms on correlated code
+    loose = WatchConfig(adwin=ADWINConfig(delta=1e-3, block=0))
+    if domain == "code":
+        assert len(alarm_positions("adwin", stationary(greedy, 4, domain), loose)) > 0
+
+
+@pytest.mark.parametrize("domain, drop", [("logs", True), ("code", False), ("prose", False)])
+def test_stale_draft_on_the_real_target_update(greedy, domain, drop):
+    v1, v2 = greedy[4]["target-v1"][domain], greedy[4]["target-v2"][domain]
+    for seed in range(3):
+        rng = random.Random(f"{domain}:{seed}")
+        delay, decision = stale_delay(bootstrap(v1, 3000, rng), bootstrap(v2, 6000, rng), WatchConfig(), 6000)
+        if drop:
+            assert decision == "drop" and delay <= 60
+        else:
+            assert delay is None and decision == "no drop"
