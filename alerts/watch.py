@@ -36,9 +36,11 @@ __all__ = ["DriftWatch", "Finding", "WatchConfig"]
 @dataclass(frozen=True)
 class WatchConfig:
     """Detector configurations (None turns that detector off) and the version-change baseline:
-    ``baseline_halflife`` (flags) of the running acceptance a new version is compared with,
-    ``min_baseline`` flags of the old version needed to test a change at all, ``max_lineages`` version
-    pairs remembered per domain, ``cost_halflife`` (steps) of the cost ratio and mean lookahead."""
+    ``baseline_halflife`` (positions) of the running acceptance a new version is compared with,
+    ``min_baseline`` positions of the old version needed to test a change at all, ``test_block`` positions
+    per block of the long-run dispersion the version test divides by (about a request: the test decides on
+    a few requests' worth), ``max_lineages`` version pairs remembered per domain, ``cost_halflife`` (steps)
+    of the cost ratio and mean lookahead."""
 
     cusum: CUSUMConfig = field(default_factory=CUSUMConfig)
     expected: ExpectedCUSUMConfig | None = field(default_factory=ExpectedCUSUMConfig)
@@ -47,6 +49,7 @@ class WatchConfig:
     breakeven: BreakEvenConfig | None = field(default_factory=BreakEvenConfig)
     baseline_halflife: float = 2000.0
     min_baseline: int = 300
+    test_block: int = 64
     max_lineages: int = 4
     cost_halflife: float = 500.0
 
@@ -58,17 +61,19 @@ class WatchConfig:
                 raise ValueError(f"{name} must be a {kind.__name__}, got {value!r}")
         check_positive("baseline_halflife", self.baseline_halflife)
         check_count("min_baseline", self.min_baseline)
+        check_count("test_block", self.test_block)
         check_count("max_lineages", self.max_lineages, 2)
         check_positive("cost_halflife", self.cost_halflife)
 
 
 class _Domain:
-    __slots__ = ("lineages", "current", "key", "breakeven", "draft", "drafted", "verify", "steps")
+    __slots__ = ("lineages", "current", "target", "draft_version", "breakeven", "draft", "drafted", "verify",
+                 "steps")
 
     def __init__(self, config: WatchConfig):
         self.lineages: dict[tuple[str, str], Lineage] = {}
         self.current: Lineage | None = None
-        self.key: tuple[str, str] | None = None
+        self.target = self.draft_version = ""  # the current lineage's versions
         self.breakeven = BreakEven(config.breakeven) if config.breakeven is not None else None
         # faded sums over timed speculative steps: the cost ratio c and the mean lookahead
         self.draft = self.drafted = self.verify = self.steps = 0.0
@@ -110,10 +115,11 @@ class DriftWatch:
             d.drafted = d.drafted * f + k
             d.verify = d.verify * f + record.verify_seconds
             d.steps = d.steps * f + 1
-        key = (record.target_version, record.draft_version)
-        lineage = d.current if key == d.key else self._switch(d, key, record)
+        lineage = d.current
+        if lineage is None or record.target_version != d.target or record.draft_version != d.draft_version:
+            lineage = self._switch(d, (record.target_version, record.draft_version), record)
         accepted = record.accepted
-        rejected = accepted < k
+        rejected = 1 if accepted < k else 0
         values = record.expected_acceptance
         if values is not None:
             values = values[: accepted + rejected]
@@ -122,11 +128,11 @@ class DriftWatch:
             if detector is lineage.test:
                 expected = (detector.reference, detector.mean) if isinstance(detector, ExpectedSPRT) else None
                 out.append(stale_finding(record.domain, lineage.before, lineage.flags.mean, detector.observations,
-                                         lineage.origin, key, d.speed(), lineage.since, expected))
+                                         lineage.origin, lineage.versions, d.speed(), lineage.since, expected))
             else:
                 change = detector.change
                 out.append(drift_finding(record.domain, detector.name, change.before, change.after,
-                                         change.observations, key, d.speed()))
+                                         change.observations, lineage.versions, d.speed()))
         return out
 
     def _switch(self, d: _Domain, key: tuple[str, str], record: StepRecord) -> Lineage:
@@ -143,7 +149,7 @@ class DriftWatch:
             while len(d.lineages) >= self.config.max_lineages:
                 del d.lineages[next(iter(d.lineages))]  # the least recently switched to
         d.lineages[key] = lineage
-        d.current, d.key = lineage, key
+        d.current, (d.target, d.draft_version) = lineage, key
         return lineage
 
     def version_test(self, domain: str) -> SequentialTest | None:

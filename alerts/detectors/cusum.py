@@ -25,13 +25,18 @@ class CUSUMConfig:
     """``arl0``: target mean number of flags between false alarms on a stationary stream. ``ratio``: the
     alternative acceptance as a fraction of the reference. ``warmup``: flags that learn the reference, at
     least; ``min_events``: acceptances and rejections the warm-up must have seen (see base.Baselined).
-    ``block``: block length of the dispersion estimate (0: take flags as independent)."""
+    ``block``: block length of the dispersion estimate (0: take flags as independent). ``margin``: standard
+    errors of the warm-up's mean by which the reference is set below it. An over-estimated reference makes
+    ordinary acceptance look like a drop and shortens the false-alarm interval exponentially in the error
+    (Jones, Champ and Rigdon 2001, "The performance of exponentially weighted moving average charts with
+    estimated parameters"; the same holds for the CUSUM); one standard error costs ~10% of delay."""
 
     arl0: float = 1_000_000.0
     ratio: float = 0.5
     warmup: int = 1000
     block: int = 16
     min_events: int = 30
+    margin: float = 1.0
 
     def __post_init__(self) -> None:
         check_at_least("arl0", self.arl0, 10)
@@ -39,6 +44,7 @@ class CUSUMConfig:
         check_count("warmup", self.warmup, 10)
         check_count("block", self.block, 0)
         check_count("min_events", self.min_events, 0)
+        check_at_least("margin", self.margin, 0)
         if self.block and self.warmup < 8 * self.block:
             raise ValueError(f"warmup ({self.warmup}) must hold at least 8 blocks of {self.block} observations")
 
@@ -52,12 +58,14 @@ class BernoulliCUSUM(Baselined):
         self.config = make_config(CUSUMConfig, config, hyper)
         self.arl0, self.ratio = self.config.arl0, self.config.ratio
         self.warmup, self.block, self.min_events = self.config.warmup, self.config.block, self.config.min_events
+        self.margin = self.config.margin
         super().__init__()
         self._dispersion = 1.0  # the last learned: a version test after a change uses it
         self._forget()
 
     def _forget(self) -> None:
         self._reference: float | None = None
+        self._level = 0.0
         self._up = self._down = 0.0
         self._h = math.inf
         self._clear()
@@ -68,8 +76,10 @@ class BernoulliCUSUM(Baselined):
 
     # -- reference ------------------------------------------------------------------------------
     def _learn(self, warm: Warmup) -> None:
-        p0 = (warm.total + 0.5) / (warm.n + 1)  # never exactly 0 or 1
-        self._set(p0, warm.dispersion(p0 * (1 - p0)))
+        mean = (warm.total + 0.5) / (warm.n + 1)  # never exactly 0 or 1
+        dispersion = warm.dispersion(mean * (1 - mean))
+        error = math.sqrt(dispersion * mean * (1 - mean) / warm.n)
+        self._set(max(mean - self.margin * error, mean / 2), dispersion, mean)
 
     def baseline(self, reference: float, dispersion: float = 1.0) -> "BernoulliCUSUM":
         """Skip the warm-up: use this reference acceptance (and dispersion)."""
@@ -77,11 +87,12 @@ class BernoulliCUSUM(Baselined):
         check_at_least("dispersion", dispersion, 1)
         self._warm = None
         self._clear()
-        self._set(reference, dispersion)
+        self._set(reference, dispersion, reference)
         return self
 
-    def _set(self, p0: float, dispersion: float) -> None:
-        self._reference, self._dispersion = p0, dispersion
+    def _set(self, p0: float, dispersion: float, level: float) -> None:
+        """Reference p0 of the test; ``level``: the acceptance reported as "before" a change."""
+        self._reference, self._dispersion, self._level = p0, dispersion, level
         self._up, self._down, kl = flag_increments(p0, self.ratio, dispersion)
         self._h = threshold_for_arl(self.arl0, kl)
 
@@ -133,7 +144,7 @@ class BernoulliCUSUM(Baselined):
 
     def _fire(self) -> None:
         self._drift = True
-        self._change = Change(self._reference, self._accepted / self._n, self._n)
+        self._change = Change(self._level, self._accepted / self._n, self._n)
         self.rebaseline()
 
     @property

@@ -46,13 +46,15 @@ class ExpectedCUSUM(Baselined):
         self.config = make_config(ExpectedCUSUMConfig, config, hyper)
         self.arl0, self.ratio = self.config.arl0, self.config.ratio
         self.warmup, self.block, self.min_events = self.config.warmup, self.config.block, self.config.min_events
+        self.margin = self.config.margin
         super().__init__()
         self._values: list[float] = []  # the warm-up's values, for theta
-        self._theta = 1.0  # the last learned: a version test after a change uses it
+        self._theta = self._dispersion = 1.0  # the last learned: a version test after a change uses them
         self._forget()
 
     def _forget(self) -> None:
         self._reference: float | None = None
+        self._level = 0.0
         self._up = self._slope = 0.0
         self._h = math.inf
         self._values = []
@@ -65,21 +67,25 @@ class ExpectedCUSUM(Baselined):
     # -- reference ------------------------------------------------------------------------------
     def _learn(self, warm: Warmup) -> None:
         values, self._values = self._values, []
-        p0 = _inside(warm.mean)
-        self._set(p0, expected_theta(values, p0, self.ratio, warm.dispersion(warm.variance)))
+        self._dispersion = dispersion = warm.dispersion(warm.variance)
+        p0 = _inside(max(warm.mean - self.margin * math.sqrt(dispersion * warm.variance / warm.n), warm.mean / 2))
+        # theta from the values shifted to the reference: the scale of the statistic's own increments
+        shifted = [x - warm.mean + p0 for x in values]
+        self._set(p0, expected_theta(shifted, p0, self.ratio, dispersion), warm.mean)
 
-    def baseline(self, reference: float, theta: float) -> "ExpectedCUSUM":
-        """Skip the warm-up: the reference mean of e and the scale theta (calibration.expected_theta)."""
+    def baseline(self, reference: float, theta: float, dispersion: float = 1.0) -> "ExpectedCUSUM":
+        """Skip the warm-up: the reference mean of e and the scale theta (calibration.expected_theta, which
+        divides by the dispersion given here)."""
         check_open_fraction("reference", reference)
         check_positive("theta", theta)
         self._forget()
-        self._warm = None
-        self._set(reference, theta)
+        self._warm, self._dispersion = None, dispersion
+        self._set(reference, theta, reference)
         return self
 
-    def _set(self, p0: float, theta: float) -> None:
+    def _set(self, p0: float, theta: float, level: float) -> None:
         self._up, self._slope, kl = expected_increments(p0, self.ratio, theta)
-        self._reference, self._theta = p0, theta
+        self._reference, self._theta, self._level = p0, theta, level
         self._h = threshold_for_arl(self.arl0, kl)
 
     @property
@@ -89,6 +95,11 @@ class ExpectedCUSUM(Baselined):
     @property
     def theta(self) -> float:
         return self._theta
+
+    @property
+    def dispersion(self) -> float:
+        """The warm-up's dispersion (theta is already divided by it)."""
+        return self._dispersion
 
     @property
     def threshold(self) -> float:
@@ -135,7 +146,7 @@ class ExpectedCUSUM(Baselined):
 
     def _fire(self) -> None:
         self._drift = True
-        self._change = Change(self._reference, self._total / self._n, self._n)
+        self._change = Change(self._level, self._total / self._n, self._n)
         self.rebaseline()
 
     @property
@@ -143,7 +154,7 @@ class ExpectedCUSUM(Baselined):
         return self._s
 
     def reset(self) -> "ExpectedCUSUM":
-        self._drift, self._change, self._theta = False, None, 1.0
+        self._drift, self._change, self._theta, self._dispersion = False, None, 1.0, 1.0
         self.rebaseline()
         return self
 

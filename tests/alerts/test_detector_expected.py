@@ -12,8 +12,8 @@ from drift_streams import alarms, change, expected, expected_change, first_alarm
 class WrongSign(ExpectedCUSUM):
     """Broken on purpose: high expected acceptance pushes the statistic up."""
 
-    def _set(self, p0, theta):
-        super()._set(p0, theta)
+    def _set(self, *args):
+        super()._set(*args)
         self._up, self._slope = self._up + self._slope, -self._slope
 
 
