@@ -4,7 +4,8 @@ Goodput is tokens emitted per second of step time. Both sides must be measured (
 policy or the switch runs K = 0 now and then); the loss counts only beyond ``confidence`` standard errors
 of both ratio estimates (delta method) at ``dwell`` checks in a row. Plain steps cost what they cost
 whatever the acceptance, so their memory is long; the speculative one is short, to see a loss soon.
-Fires once per episode: again only after speculation has been measured at or above plain.
+Fires once per episode: again only after speculation has been measured at or above plain. Speculative
+steps are counted from the first plain step on (before it there is nothing to compare with).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class BreakEven:
 
     def observe(self, lookahead: int, emitted: int, seconds: float) -> Loss | None:
         if seconds <= 0:  # untimed steps say nothing about goodput
+            return None
+        if lookahead and not self._step:  # nothing to compare with before the first plain step: skip the work
             return None
         self._step += 1
         if lookahead:

@@ -199,6 +199,8 @@ def main(argv=None) -> int:
     else:
         console.print("[yellow]no sampled traces (bench/drift_traces.py): expected-cusum runs on iid only[/]")
     k = args.lookahead
+    console.print("Real streams resample whole requests with replacement (a seeded block bootstrap over prompts): "
+                  "flags stay correlated inside a request. Tokens: verified draft tokens.")
     scenarios = {}
     for p0, p1 in IID:
         scenarios[f"iid {p0} -> {p1}"] = (lambda rng, n, p=p0: iid_steps(p, n, rng, k, kappa),

@@ -1,10 +1,11 @@
 """One-sided Bernoulli CUSUM on accept flags (Page 1954; Reynolds and Stoumbos 1999).
 
-The reference acceptance p0 is learned from a warm-up; the alternative is p1 = ratio x p0. Each flag adds
-its log-likelihood ratio log(p1 / p0) for an accepted token (negative) or log((1 - p1) / (1 - p0)) for a
-rejected one, S = max(0, S + that), and S > h confirms the drop. h comes from the target false-alarm
-interval ``arl0`` (in flags) by ``threshold_for_arl`` (see calibration.py: ARL0 ~= (e^h - h - 1) / KL(p0 ||
-p1), a floor for these increments). After a change the detector learns a new reference.
+The reference acceptance p0 is learned from a warm-up (set ``margin`` standard errors below its mean); the
+alternative is p1 = ratio x p0. Each flag adds its log-likelihood ratio log(p1 / p0) for an accepted token
+(negative) or log((1 - p1) / (1 - p0)) for a rejected one, divided by the warm-up's dispersion,
+S = max(0, S + that), and S > h confirms the drop. h comes from the target false-alarm interval ``arl0``
+(in flags) by ``threshold_for_arl`` (calibration.py: ARL0 ~= (e^h - h - 1) / KL(p0 || p1), a floor for
+these increments). After a change the detector learns a new reference.
 
 The per-step form is exact: accepted flags only pull S down, so a step's ``accepted`` flags act at once and
 an alarm can only come with the rejected one.
@@ -28,8 +29,8 @@ class CUSUMConfig:
     ``block``: block length of the dispersion estimate (0: take flags as independent). ``margin``: standard
     errors of the warm-up's mean by which the reference is set below it. An over-estimated reference makes
     ordinary acceptance look like a drop and shortens the false-alarm interval exponentially in the error
-    (Jones, Champ and Rigdon 2001, "The performance of exponentially weighted moving average charts with
-    estimated parameters"; the same holds for the CUSUM); one standard error costs ~10% of delay."""
+    (Jones, Champ and Rigdon 2004, "The run length distribution of the CUSUM with estimated parameters");
+    one standard error costs ~10% of delay."""
 
     arl0: float = 1_000_000.0
     ratio: float = 0.5
@@ -49,16 +50,14 @@ class CUSUMConfig:
             raise ValueError(f"warmup ({self.warmup}) must hold at least 8 blocks of {self.block} observations")
 
 
-class BernoulliCUSUM(Baselined):
-    """See the module docstring. ``update(x)`` takes one flag (1 accepted, 0 rejected)."""
+class OneSidedCUSUM(Baselined):
+    """What the two CUSUMs share: S and its threshold h, the reference and the level reported as "before",
+    the warm-up's dispersion, and the observations since S was last 0 (the estimated change point)."""
 
-    name = "cusum"
-
-    def __init__(self, config: CUSUMConfig | None = None, **hyper):
-        self.config = make_config(CUSUMConfig, config, hyper)
-        self.arl0, self.ratio = self.config.arl0, self.config.ratio
-        self.warmup, self.block, self.min_events = self.config.warmup, self.config.block, self.config.min_events
-        self.margin = self.config.margin
+    def __init__(self, config: CUSUMConfig):
+        self.config = config
+        self.arl0, self.ratio, self.margin = config.arl0, config.ratio, config.margin
+        self.warmup, self.block, self.min_events = config.warmup, config.block, config.min_events
         super().__init__()
         self._dispersion = 1.0  # the last learned: a version test after a change uses it
         self._forget()
@@ -66,13 +65,49 @@ class BernoulliCUSUM(Baselined):
     def _forget(self) -> None:
         self._reference: float | None = None
         self._level = 0.0
-        self._up = self._down = 0.0
         self._h = math.inf
         self._clear()
 
     def _clear(self) -> None:
         self._s = 0.0
-        self._n = self._accepted = 0  # flags since S was last 0: the estimated change point
+        self._n, self._total = 0, 0.0  # observations since S was last 0, and their sum
+
+    def _fire(self) -> None:
+        self._drift = True
+        self._change = Change(self._level, self._total / self._n, self._n)
+        self.rebaseline()
+
+    @property
+    def reference(self) -> float | None:
+        """The test's reference (None while warming up)."""
+        return self._reference
+
+    @property
+    def dispersion(self) -> float:
+        return self._dispersion
+
+    @property
+    def threshold(self) -> float:
+        return self._h
+
+    @property
+    def statistic(self) -> float:
+        return self._s
+
+    def reset(self) -> "OneSidedCUSUM":
+        self._drift, self._change, self._dispersion = False, None, 1.0
+        self.rebaseline()
+        return self
+
+
+class BernoulliCUSUM(OneSidedCUSUM):
+    """See the module docstring. ``update(x)`` takes one flag (1 accepted, 0 rejected)."""
+
+    name = "cusum"
+
+    def __init__(self, config: CUSUMConfig | None = None, **hyper):
+        super().__init__(make_config(CUSUMConfig, config, hyper))
+        self._up = self._down = 0.0
 
     # -- reference ------------------------------------------------------------------------------
     def _learn(self, warm: Warmup) -> None:
@@ -85,8 +120,8 @@ class BernoulliCUSUM(Baselined):
         """Skip the warm-up: use this reference acceptance (and dispersion)."""
         check_open_fraction("reference", reference)
         check_at_least("dispersion", dispersion, 1)
+        self._forget()
         self._warm = None
-        self._clear()
         self._set(reference, dispersion, reference)
         return self
 
@@ -95,18 +130,6 @@ class BernoulliCUSUM(Baselined):
         self._reference, self._dispersion, self._level = p0, dispersion, level
         self._up, self._down, kl = flag_increments(p0, self.ratio, dispersion)
         self._h = threshold_for_arl(self.arl0, kl)
-
-    @property
-    def reference(self) -> float | None:
-        return self._reference
-
-    @property
-    def dispersion(self) -> float:
-        return self._dispersion
-
-    @property
-    def threshold(self) -> float:
-        return self._h
 
     # -- updates --------------------------------------------------------------------------------
     def update(self, x: float) -> "BernoulliCUSUM":
@@ -118,7 +141,7 @@ class BernoulliCUSUM(Baselined):
             if s <= 0.0:
                 self._clear()
             else:
-                self._s, self._n, self._accepted = s, self._n + 1, self._accepted + 1
+                self._s, self._n, self._total = s, self._n + 1, self._total + 1
         else:
             self._s += self._up
             self._n += 1
@@ -134,24 +157,10 @@ class BernoulliCUSUM(Baselined):
         if s <= 0.0:
             self._clear()
         else:
-            self._s, self._n, self._accepted = s, self._n + accepted, self._accepted + accepted
+            self._s, self._n, self._total = s, self._n + accepted, self._total + accepted
         if rejected:
             self._s += self._up
             self._n += 1
             if self._s > self._h:
                 self._fire()
-        return self
-
-    def _fire(self) -> None:
-        self._drift = True
-        self._change = Change(self._level, self._accepted / self._n, self._n)
-        self.rebaseline()
-
-    @property
-    def statistic(self) -> float:
-        return self._s
-
-    def reset(self) -> "BernoulliCUSUM":
-        self._drift, self._change, self._dispersion = False, None, 1.0
-        self.rebaseline()
         return self

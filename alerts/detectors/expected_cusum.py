@@ -8,7 +8,8 @@ alternative p1 = ratio x p0) has expectation given e
 
 This CUSUM adds y(e) instead of the flag's ratio (a Rao-Blackwellised Bernoulli CUSUM): the same drift
 before and after a change as the flag CUSUM, without the coin's noise, and bounded like it (e is in
-[0, 1]), so one odd position cannot raise an alarm. p0 is the warm-up's mean of e.
+[0, 1]), so one odd position cannot raise an alarm. p0 is the warm-up's mean of e, less ``margin``
+standard errors (CUSUMConfig).
 
 Threshold: y is not a likelihood ratio, so it is scaled by theta, the root of mean(exp(theta y)) = 1 over
 the warm-up's values (calibration.expected_theta), after which the relation of calibration.py applies to
@@ -23,10 +24,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from alerts.detectors.base import Baselined, Change, make_config
+from alerts.detectors.base import make_config
 from alerts.detectors.calibration import Warmup, expected_increments, expected_theta, threshold_for_arl
 from alerts.detectors.checks import check_open_fraction, check_positive
-from alerts.detectors.cusum import CUSUMConfig
+from alerts.detectors.cusum import CUSUMConfig, OneSidedCUSUM
 
 
 @dataclass(frozen=True)
@@ -37,32 +38,19 @@ class ExpectedCUSUMConfig(CUSUMConfig):
     ratio: float = 0.8
 
 
-class ExpectedCUSUM(Baselined):
+class ExpectedCUSUM(OneSidedCUSUM):
     """See the module docstring. ``update(e)`` takes one expected acceptance in [0, 1]."""
 
     name = "expected-cusum"
 
     def __init__(self, config: ExpectedCUSUMConfig | None = None, **hyper):
-        self.config = make_config(ExpectedCUSUMConfig, config, hyper)
-        self.arl0, self.ratio = self.config.arl0, self.config.ratio
-        self.warmup, self.block, self.min_events = self.config.warmup, self.config.block, self.config.min_events
-        self.margin = self.config.margin
-        super().__init__()
-        self._values: list[float] = []  # the warm-up's values, for theta
-        self._theta = self._dispersion = 1.0  # the last learned: a version test after a change uses them
-        self._forget()
+        self._theta = 1.0  # the last learned: a version test after a change uses it
+        super().__init__(make_config(ExpectedCUSUMConfig, config, hyper))
 
     def _forget(self) -> None:
-        self._reference: float | None = None
-        self._level = 0.0
+        super()._forget()
         self._up = self._slope = 0.0
-        self._h = math.inf
-        self._values = []
-        self._clear()
-
-    def _clear(self) -> None:
-        self._s = 0.0
-        self._n, self._total = 0, 0.0  # values since S was last 0
+        self._values: list[float] = []  # the warm-up's values, for theta
 
     # -- reference ------------------------------------------------------------------------------
     def _learn(self, warm: Warmup) -> None:
@@ -89,21 +77,9 @@ class ExpectedCUSUM(Baselined):
         self._h = threshold_for_arl(self.arl0, kl)
 
     @property
-    def reference(self) -> float | None:
-        return self._reference
-
-    @property
     def theta(self) -> float:
+        """The scale of the increments (already divided by ``dispersion``)."""
         return self._theta
-
-    @property
-    def dispersion(self) -> float:
-        """The warm-up's dispersion (theta is already divided by it)."""
-        return self._dispersion
-
-    @property
-    def threshold(self) -> float:
-        return self._h
 
     # -- updates --------------------------------------------------------------------------------
     def update(self, x: float) -> "ExpectedCUSUM":
@@ -144,19 +120,9 @@ class ExpectedCUSUM(Baselined):
         self._s, self._n, self._total = s, n, total
         return self
 
-    def _fire(self) -> None:
-        self._drift = True
-        self._change = Change(self._level, self._total / self._n, self._n)
-        self.rebaseline()
-
-    @property
-    def statistic(self) -> float:
-        return self._s
-
     def reset(self) -> "ExpectedCUSUM":
-        self._drift, self._change, self._theta, self._dispersion = False, None, 1.0, 1.0
-        self.rebaseline()
-        return self
+        self._theta = 1.0
+        return super().reset()
 
 
 def _inside(p: float) -> float:
