@@ -14,7 +14,8 @@ bootstrap over prompts: correlation inside a request is kept).
 Goals: 0.7 -> 0.35 (iid) caught in <= 60 tokens median (cusum); <= 1 false alarm per 1M tokens on
 stationary real traces (every detector). Not a test: prints tables, writes bench/results/drift.json.
 
-    python bench/drift.py [--runs 200] [--stationary 1000000] [--horizon 4000] [--lookahead 4] [--seed 0]
+    python bench/drift.py [--runs 200] [--stationary 1000000] [--horizon 4000] [--lookahead 4]
+                          [--extra-lookaheads 2,8] [--seed 0]
 """
 
 from __future__ import annotations
@@ -187,6 +188,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stationary", type=int, default=1_000_000, help="tokens per stationary stream")
     parser.add_argument("--horizon", type=int, default=4000, help="tokens after a change before a miss")
     parser.add_argument("--lookahead", type=int, default=4, help="lookahead of the greedy and iid streams")
+    parser.add_argument("--extra-lookaheads", type=lambda v: [int(x) for x in v.split(",") if x], default=[2, 8],
+                        help="more lookaheads for the stationary greedy streams (comma-separated)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -218,10 +221,14 @@ def main(argv=None) -> int:
         console.print(f"change runs: {name}")
         changes[name] = change_runs(name, pre, post, kinds, args.runs, args.horizon, args.seed, config)
     stationary = {}
-    for source, (traces, kinds) in sources.items():
+    streams = [(f"{source} K={k}", traces, kinds) for source, (traces, kinds) in sources.items()]
+    # greedy traces replay any lookahead: the others too (short steps and long ones correlate differently)
+    streams += [(f"greedy K={extra}", load_greedy(extra), sources["greedy"][1])
+                for extra in args.extra_lookaheads if extra != k]
+    for label, traces, kinds in streams:
         for target in ("target-v1", "target-v2"):
             for domain, requests in traces[target].items():
-                name = f"{source} {domain} {target[-2:]}"
+                name = f"{label} {domain} {target[-2:]}"
                 console.print(f"stationary: {name}")
                 stationary[name] = stationary_runs(requests, [x for x in kinds if x in BLIND], args.stationary,
                                                    f"{args.seed}:{name}", config)
@@ -269,6 +276,12 @@ def report(console: Console, changes: dict, stationary: dict, goals: dict) -> No
         table.add_row(name, f"{row['tokens']:,}", f"{row['acceptance']:.3f}",
                       *[f"{row[k]['false_alarms_per_1m']:.2f} ({row[k]['false_alarms']})" if k in row else "n/a"
                         for k in BLIND])
+    totals = []
+    for k in BLIND:
+        rows = [row for row in stationary.values() if k in row]
+        tokens, alarms = sum(r["tokens"] for r in rows), sum(r[k]["false_alarms"] for r in rows)
+        totals.append(f"{alarms / tokens * 1e6:.2f} ({alarms} in {tokens / 1e6:.1f}M)" if tokens else "n/a")
+    table.add_row("all real streams", "", "", *totals, style="bold")
     console.print(table)
     d, f = goals["delay_0.7_to_0.35_cusum"], goals["false_alarms_per_1m_real_stationary"]
     console.print(f"goal: iid 0.7 -> 0.35 caught in <= {d['goal']} tokens (median, cusum): {d['value']} -> "
