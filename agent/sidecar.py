@@ -61,7 +61,15 @@ class Sidecar:
 
     # -- hot path ------------------------------------------------------------------------------------
     def record(self, step: StepRecord) -> None:
-        self.record_many((step,))
+        """One step: validated (RecordError naming the field; nothing kept), then fed to every branch."""
+        self.store.record(step)
+        if self.metrics is not None:
+            self.metrics.observe(step)
+        with self._lock:
+            findings = self._feed(step)
+        if findings and self.alerts is not None:
+            for finding in findings:
+                self.alerts.handle(finding)
 
     def record_many(self, steps: Sequence[StepRecord]) -> int:
         """Validate the whole batch (RecordError naming index and field; nothing kept), then feed every
@@ -72,23 +80,29 @@ class Sidecar:
         if metrics is not None:
             for s in steps:
                 metrics.observe(s)
-        watch, policy, versions, findings = self.watch, self.policy, self._versions, []
+        findings: list = []
         with self._lock:
             for s in steps:
-                key = self._key(s.domain)
-                policy.update(key, Outcome.of(s))
-                if watch is not None:
-                    found = watch.observe(s if key == s.domain else dataclasses.replace(s, domain=key))
-                    if found:
-                        findings += found
-                seen = (s.target_version, s.draft_version)
-                if versions.get(s.pod) != seen and (s.pod in versions or len(versions) < MAX_PODS):
-                    versions[s.pod] = seen
-                    self._version_changes.append((*seen, s.pod, s.timestamp or self._clock()))
+                found = self._feed(s)
+                if found:
+                    findings += found
         if findings and self.alerts is not None:
             for finding in findings:
                 self.alerts.handle(finding)
         return len(steps)
+
+    def _feed(self, s: StepRecord) -> list | None:
+        """Policy, watch and version log for one validated step (caller holds the lock); the findings."""
+        key = self._key(s.domain)
+        self.policy.update(key, Outcome.of(s))
+        found = None
+        if self.watch is not None:
+            found = self.watch.observe(s if key == s.domain else dataclasses.replace(s, domain=key))
+        seen, versions = (s.target_version, s.draft_version), self._versions
+        if versions.get(s.pod) != seen and (s.pod in versions or len(versions) < MAX_PODS):
+            versions[s.pod] = seen
+            self._version_changes.append((*seen, s.pod, s.timestamp or self._clock()))
+        return found
 
     def decide(self, domain: str) -> Decision:
         """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate)."""

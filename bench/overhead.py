@@ -1,0 +1,195 @@
+"""Benchmark: the sidecar's hot path, ``Sidecar.decide`` + ``Sidecar.record`` per step, on this machine.
+
+A closed loop over the model kit's counterfactual traces (bench/traces.py; mixed domains, the target
+updated half-way): before each step the sidecar decides K for the request's domain, the trace says what
+that K drafts and accepts, the measured cost samples what it took, and the step's StepRecord goes back
+through ``record``. The real policy and switch, metrics, drift watch and alert manager are wired (those
+that exist), and the scheduler's flush job runs every second on its own thread as in ``specwatch serve``.
+Only the two calls are timed. Then each component is timed alone on the same records, for its share.
+
+Goal: record + decide <= 20 us per step (median; p99 reported too). Not a test: prints a table and writes
+bench/results/overhead.json. Run on an idle machine (see ``uptime``).
+
+    python bench/overhead.py [--steps 100000] [--policy confidence-stop+switch] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.config import SidecarConfig  # noqa: E402
+from agent.jobs import Intervals, Jobs  # noqa: E402
+from agent.records import StepRecord  # noqa: E402
+from agent.sidecar import Sidecar  # noqa: E402
+from bench.replay import build_stream, drafted_count, load_traces, step_outcome  # noqa: E402
+from policies.base import Outcome  # noqa: E402
+from policies.registry import make  # noqa: E402
+from storage import Store, StoreConfig  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "overhead.json"
+GOAL_US = 20.0
+
+
+def components(store: Store | None) -> dict[str, Any]:
+    """Fresh metrics, drift watch and alert manager, where their modules exist."""
+    out: dict[str, Any] = {}
+    if importlib.util.find_spec("alerts.metrics"):
+        from alerts.metrics import Metrics
+
+        out["metrics"] = Metrics()
+    if importlib.util.find_spec("alerts.watch"):
+        from alerts.watch import DriftWatch
+
+        out["watch"] = DriftWatch()
+    if importlib.util.find_spec("alerts.manager") and store is not None:
+        from alerts.manager import AlertManager
+
+        out["alerts"] = AlertManager([], store, pod="bench")
+    return out
+
+
+def closed_loop(sidecar: Sidecar, steps: int, seed: int) -> tuple[list[int], list[int], list[StepRecord]]:
+    """Per step: ns in decide, ns in record, and the record (for the component passes)."""
+    traces = load_traces("full")
+    stream = build_stream(traces.traces, requests_per_phase=steps // 10 + 10, seed=seed)
+    decide_ns, record_ns, records = [], [], []
+    clock = time.perf_counter_ns
+    for req in stream:
+        if len(records) >= steps:
+            break
+        stop = sidecar.stop_drafting(req.domain)  # one per generation, as the in-process decoder takes it
+        target = f"target-v{req.phase}"
+        i = 0
+        while i < len(req.trace.m) - 1 and len(records) < steps:
+            t0 = clock()
+            k = sidecar.decide(req.domain).lookahead
+            t1 = clock()
+            n = drafted_count(req.trace, i, min(k, 8), stop)
+            o = step_outcome(req, i, n, traces.costs)
+            record = StepRecord(domain=req.domain, lookahead=o.lookahead, accepted=o.accepted, emitted=o.emitted,
+                                draft_seconds=o.draft_seconds, verify_seconds=o.verify_seconds,
+                                target_version=target, draft_version="draft", accepted_mask=list(o.accepted_mask),
+                                draft_confidence=list(o.draft_confidence), timestamp=time.time())
+            t2 = clock()
+            sidecar.record(record)
+            t3 = clock()
+            decide_ns.append(t1 - t0)
+            record_ns.append(t3 - t2)
+            records.append(record)
+            i += o.emitted
+    return decide_ns, record_ns, records
+
+
+def time_each(records: list[StepRecord], call: Callable[[StepRecord], object]) -> list[int]:
+    clock = time.perf_counter_ns
+    out = []
+    for r in records:
+        t0 = clock()
+        call(r)
+        out.append(clock() - t0)
+    return out
+
+
+def component_passes(records: list[StepRecord], policy_name: str, seed: int, db: str) -> dict[str, list[int]]:
+    """Each part of record + decide alone, on fresh instances and the same records."""
+    passes: dict[str, list[int]] = {}
+    store = Store.open(db, StoreConfig(pod="bench"), backfill=True)
+    passes["validate + window sums (store)"] = time_each(records, store.record)
+    parts = components(None)
+    if "metrics" in parts:
+        passes["metrics (prometheus counts)"] = time_each(records, parts["metrics"].observe)
+    if "watch" in parts:
+        passes["drift watch (detectors)"] = time_each(records, parts["watch"].observe)
+    policy = make(policy_name, kmax=8, seed=seed)
+    passes["policy + switch: choose"] = time_each(records, lambda r: policy.choose(r.domain))
+    policy = make(policy_name, kmax=8, seed=seed)
+    passes["policy + switch: update"] = time_each(records, lambda r: policy.update(r.domain, Outcome.of(r)))
+    store.close(flush=False)
+    return passes
+
+
+def summary(ns: list[int]) -> dict[str, float]:
+    us = sorted(x / 1000 for x in ns)
+    return {"median_us": statistics.median(us), "p99_us": us[int(0.99 * (len(us) - 1))],
+            "mean_us": statistics.fmean(us), "max_us": us[-1]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--policy", default=SidecarConfig().policy)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    console = Console()
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"sqlite:///{Path(tmp) / 'overhead.db'}"
+        store = Store.open(db, StoreConfig(pod="bench"))
+        parts = components(store)
+        sidecar = Sidecar(store, make(args.policy, kmax=8, seed=args.seed), pod="bench", **parts)
+        jobs = Jobs(sidecar, Intervals(flush=1.0)).start()
+        gc.collect()
+        started = time.perf_counter()
+        try:
+            decide_ns, record_ns, records = closed_loop(sidecar, args.steps, args.seed)
+        finally:
+            jobs.shutdown()
+            sidecar.close()
+        loop_seconds = time.perf_counter() - started
+        passes = component_passes(records, args.policy, args.seed, f"sqlite:///{Path(tmp) / 'parts.db'}")
+    total = [d + r for d, r in zip(decide_ns, record_ns)]
+    rows = {"record + decide (Sidecar)": summary(total), "  decide": summary(decide_ns),
+            "  record": summary(record_ns)}
+    rows.update({f"  {name}": summary(ns) for name, ns in passes.items()})
+    whole = rows["record + decide (Sidecar)"]["mean_us"]
+    parts_mean = sum(rows[f"  {name}"]["mean_us"] for name in passes)
+    for row in rows.values():
+        row["share_of_mean"] = row["mean_us"] / whole
+    rows["  lock, queues, glue (rest)"] = {"median_us": None, "p99_us": None, "mean_us": whole - parts_mean,
+                                          "max_us": None, "share_of_mean": (whole - parts_mean) / whole}
+    show(console, rows, args, len(total))
+    result = {"benchmark": "overhead", "policy": args.policy, "steps": len(total), "seed": args.seed,
+              "wired": sorted(parts), "goal_us": GOAL_US,
+              "goal_met_median": rows["record + decide (Sidecar)"]["median_us"] <= GOAL_US,
+              "goal_met_p99": rows["record + decide (Sidecar)"]["p99_us"] <= GOAL_US,
+              "loop_seconds": loop_seconds, "load_average_at_start": load, "python": platform.python_version(),
+              "machine": platform.machine(), "cpus": os.cpu_count(),
+              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    console.print(f"wrote {RESULTS}")
+
+
+def show(console: Console, rows: dict[str, dict], args, steps: int) -> None:
+    table = Table(title=f"sidecar hot path per step: {args.policy}, {steps} steps of the full kit's traces "
+                        f"(goal <= {GOAL_US:g} us)")
+    for col in ("part", "median us", "p99 us", "mean us", "share of mean"):
+        table.add_column(col, justify="left" if col == "part" else "right")
+
+    def cell(x: float | None, fmt: str = "{:.2f}") -> str:
+        return "" if x is None else fmt.format(x)
+
+    for name, r in rows.items():
+        table.add_row(name, cell(r["median_us"]), cell(r["p99_us"]), cell(r["mean_us"]),
+                      cell(r["share_of_mean"], "{:.0%}"))
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
