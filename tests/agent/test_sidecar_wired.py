@@ -84,3 +84,42 @@ def test_speculation_back_on_resolves_the_disabled_alert(tmp_path):
     assert names == {"SpeculationDisabled": "resolved", "SpeculationRestored": "firing"}
     assert [t.enabled for t in store.transitions(until=math.inf)] == [False, True]
     sidecar.close()
+
+
+def drifting(seed: int, p: float, n: int, target: str) -> list:
+    import random
+
+    from agent.records import StepRecord
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        a = 0
+        while a < 4 and rng.random() < p:
+            a += 1
+        out.append(StepRecord(domain="logs", lookahead=4, accepted=a, emitted=a + 1, draft_seconds=0.004,
+                              verify_seconds=0.01, target_version=target, draft_version="d1",
+                              accepted_mask=[1] * a + [0] * (4 - a), timestamp=T0 + 1,
+                              expected_acceptance=[min(max(rng.gauss(p, 0.08), 0.0), 1.0) for _ in range(4)]))
+    return out
+
+
+def test_a_stale_draft_found_by_the_watch_becomes_a_firing_alert_and_a_drift_gauge(tmp_path):
+    from alerts.watch import DriftWatch
+
+    clock = Clock(T0 + 100)
+    store = open_store(tmp_path, clock)
+    alerts = AlertManager([], store, pod="p", clock=clock)
+    metrics = Metrics()
+    sidecar = Sidecar(store, make("heuristic+switch", seed=0), watch=DriftWatch(), alerts=alerts,
+                      metrics=metrics, pod="p", clock=clock)
+    for batch in (drifting(1, 0.9, 2000, "t1"), drifting(2, 0.4, 300, "t2")):
+        for i in range(0, len(batch), 100):
+            sidecar.record_many(batch[i:i + 100])
+    sidecar.flush()
+    sidecar.tick_alerts()
+    (alert,) = alerts.firing()
+    assert (alert.labels["alertname"], alert.labels["domain"]) == ("StaleDraft", "logs")
+    assert alert.annotations["new_target_version"] == "t2"
+    assert b'specwatch_drift_statistic{' in generate_latest(metrics.registry)
+    sidecar.close()
