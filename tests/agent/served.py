@@ -82,6 +82,18 @@ class Served:
         return json.loads(done.stdout)
 
 
+def tiny_model_dirs(root: Path) -> tuple[Path, Path]:
+    """A random-weight byte-level target and a slightly perturbed draft, saved with the kit's tokenizer."""
+    from agent.kit.tokenizer import VOCAB_SIZE, save_tokenizer
+    from tiny_models import llama, perturbed
+
+    target = llama(vocab=VOCAB_SIZE, seed=3)
+    for name, model in (("target", target), ("draft", perturbed(target, 0.05))):
+        model.save_pretrained(root / name)
+        save_tokenizer(root / name)
+    return root / "target", root / "draft"
+
+
 def random_records(n: int, seed: int, domains=("code", "chat", "prose"), now: float | None = None) -> list[dict]:
     """Valid records as JSON objects: K in 0..8, consistent masks, some optional fields left out."""
     rng = random.Random(seed)

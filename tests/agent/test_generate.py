@@ -11,22 +11,16 @@ from fastapi.testclient import TestClient
 from agent import generator
 from agent.api import create_app
 from agent.config import SidecarConfig
-from agent.kit.tokenizer import VOCAB_SIZE, save_tokenizer
 from agent.sidecar import Sidecar
 from policies.registry import make
 from sidecar_fakes import open_store
 from storage import StatsQuery
-from tiny_models import llama, perturbed
+from served import tiny_model_dirs
 
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
-    target = llama(vocab=VOCAB_SIZE, seed=3)
-    for name, model in (("target", target), ("draft", perturbed(target, 0.05))):
-        model.save_pretrained(root / name)
-        save_tokenizer(root / name)
-    return root / "target", root / "draft"
+    return tiny_model_dirs(tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import signal
 import subprocess
 import threading
+import time
 from collections import defaultdict
 
 import httpx
 import pytest
 
-from served import CLI, REPO, Served, random_records
+from served import CLI, REPO, Served, random_records, tiny_model_dirs
 
 # Records older than a sidecar's start are counted in the first window after it (a previous process of the
 # pod may have written theirs), which may begin a few seconds in the future: query up to well past it.
@@ -170,3 +171,22 @@ def test_ctrl_c_shuts_down_cleanly_too(tmp_path, sig):
         assert code == 0, s.output()
         (row,) = s.cli("stats", "--by", "pod", *UNTIL)
     assert row["steps"] == 100
+
+
+def test_generate_through_the_served_decoder_is_ready_only_with_its_models(tmp_path):
+    target, draft = tiny_model_dirs(tmp_path)
+    env = {"SPECWATCH_TARGET_DIR": str(target), "SPECWATCH_DRAFT_DIR": str(draft), "SPECWATCH_DEVICE": "cpu"}
+    with Served(tmp_path, env=env) as s:
+        deadline = time.monotonic() + 120
+        while (ready := s.client.get("/readyz")).status_code != 200:
+            assert ready.json()["checks"]["models"] == "loading", ready.json()
+            assert time.monotonic() < deadline, s.output()
+            time.sleep(0.2)
+        r = s.client.post("/v1/generate", json={"prompt": "GET /index.html", "domain": "logs", "max_tokens": 32})
+        assert r.status_code == 200, r.text
+        out = r.json()
+        assert out["tokens"] == 32 and out["steps"] == sum(out["lookaheads"].values())
+        code, _ = s.stop(timeout=GRACE)
+        assert code == 0, s.output()
+        (row,) = s.cli("stats", "--by", "domain", *UNTIL)
+    assert (row["domain"], row["steps"]) == ("logs", out["steps"])
