@@ -238,8 +238,11 @@ class Sidecar:
     # -- internals -------------------------------------------------------------------------------------
     def _alert_transitions(self) -> None:
         fresh = self._fresh
-        while fresh:
-            _, t = fresh.popleft()
+        while True:
+            try:  # the flush and the alert job both drain this queue
+                _, t = fresh.popleft()
+            except IndexError:
+                return
             if self.alerts is None:
                 continue
             # The alert catalogue (alerts/alert.py) writes the summary and action; firing Restored
