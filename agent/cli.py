@@ -67,11 +67,12 @@ def _cell(value) -> str:
 
 
 def _register() -> None:
-    from agent import cli_alerts, cli_db, cli_serve, cli_stats
+    from agent import cli_alerts, cli_db, cli_demo, cli_serve, cli_stats
     from agent.cli_decode import decode
     from agent.cli_models import models_app
     from agent.cli_scrape import EXAMPLE as SCRAPE_EXAMPLE, scrape
 
+    app.command(epilog=cli_demo.EXAMPLE)(cli_demo.demo)
     app.command(epilog="Example: specwatch decode --domain code --lookahead 4")(decode)
     app.add_typer(models_app, name="models")
     app.command(epilog=cli_stats.EXAMPLE)(cli_stats.stats)

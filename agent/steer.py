@@ -1,4 +1,5 @@
-"""Drive the decoder with a policy: ``choose`` before every step, ``update`` with every step's record."""
+"""Drive the decoder with a policy (``choose`` before every step, ``update`` with every step's record), or with
+a sidecar (``decide`` and ``record``)."""
 
 from __future__ import annotations
 
@@ -23,4 +24,21 @@ def generate(decoder: SpeculativeDecoder, policy: Policy, input_ids, max_new_tok
                            stop_drafting=policy.stop_drafting(domain), **kwargs)
     if gen.steps:
         policy.update(domain, Outcome.of(gen.steps[-1]))
+    return gen
+
+
+def generate_with(sidecar, decoder: SpeculativeDecoder, input_ids, max_new_tokens: int, domain: str = "default",
+                  **kwargs) -> Generation:
+    """``decoder.generate`` steered by a ``Sidecar``: it decides K before every step and records every step
+    (each as soon as the next one starts, so it learns within a request)."""
+
+    def lookahead(ctx: StepContext) -> int:
+        if ctx.previous is not None:
+            sidecar.record(ctx.previous)
+        return sidecar.decide(domain).lookahead
+
+    gen = decoder.generate(input_ids, max_new_tokens, lookahead, domain,
+                           stop_drafting=sidecar.stop_drafting(domain), pod=sidecar.pod, **kwargs)
+    if gen.steps:
+        sidecar.record(gen.steps[-1])
     return gen

@@ -53,13 +53,19 @@ def distill(target_dir: str | Path, draft_dir: str | Path, out_dir: str | Path, 
             prompts: list[str] | None = None, kit_root: Path | None = None, replay: float = 0.0,
             steps: int = 200,
             batch_size: int = 16, lr: float = 1e-3, new_tokens: int = 128, seed: int = 0,
-            precision: str = "auto", progress: Progress | None = None) -> dict:
+            precision: str = "auto", progress: Progress | None = None,
+            streams: list[list[int]] | None = None, seq_len: int | None = None) -> dict:
     """Distill the draft in ``draft_dir`` against ``target_dir`` and save it to ``out_dir``.
 
     Without ``prompts``, trains on the training text of the kit in ``kit_root`` (its v2 mix). With both,
     ``replay`` is the share of batches drawn from the kit's text: distilling on one domain's prompts
-    alone makes the draft forget the others. Returns what was written to ``out_dir/distill.json``.
+    alone makes the draft forget the others. ``streams`` instead of prompts: token ids already on the
+    target's path (sampled live prompts followed by the target's own output), used as they are.
+    ``seq_len`` caps the training window (shorter windows, cheaper steps). Returns what was written to
+    ``out_dir/distill.json``.
     """
+    if prompts and streams:
+        raise ValueError("streams: give prompts or streams, not both")
     if not 0.0 <= replay < 1.0:
         raise ValueError(f"replay: must be in [0, 1), got {replay}")
     began = time.perf_counter()
@@ -70,21 +76,28 @@ def distill(target_dir: str | Path, draft_dir: str | Path, out_dir: str | Path, 
     max_positions = min(target.config.max_position_embeddings, draft.config.max_position_embeddings)
     before = weights_version(draft)
     sources, mix, described = {}, (), []
-    if not prompts or replay > 0:
+    prompts = prompts or None
+    if not (prompts or streams) or replay > 0:
         if kit_root is None or not (kit_root / layout.MANIFEST).exists():
             raise FileNotFoundError("distill: the kit's training text is needed (without prompts, or for "
                                     "replay); build it with: specwatch models build")
         spec = layout.read_manifest(kit_root)["spec"]
         sources.update(layout.load_sources(kit_root))
-        share = replay if prompts else 1.0
+        share = replay if (prompts or streams) else 1.0
         mix = tuple((name, weight * share) for name, weight in spec["target_v2"]["mix"])
         described.append(f"kit training text ({kit_root.name}, v2 mix, share {share:g})")
     if prompts:
         sources["prompts"] = continuations(target, prompts, new_tokens, max_positions)
         mix += (("prompts", 1.0 - replay),)
         described.append(f"{len(prompts)} prompts + {new_tokens}-token greedy continuations of the target")
+    elif streams:
+        sources["prompts"] = np.concatenate([np.asarray(list(s) + [tokenizer.EOS_ID], dtype=np.uint16)
+                                             for s in streams])
+        mix += (("prompts", 1.0 - replay),)
+        described.append(f"{len(streams)} sampled live requests (prompt + the target's output)")
     # Windows must fit every mixed source (a few short prompts make a short stream).
-    seq_len = min(max_positions - 1, min(len(sources[name]) for name, _ in mix) - 2)
+    seq_len = min(seq_len or max_positions - 1, max_positions - 1,
+                  min(len(sources[name]) for name, _ in mix) - 2)
     sampler = WindowSampler(sources, mix, batch_size, seq_len, seed)
     result = train(draft, sampler, steps=steps, lr=lr, warmup=min(10, steps // 10), teacher=target,
                    progress=progress, precision=precision)
@@ -94,7 +107,7 @@ def distill(target_dir: str | Path, draft_dir: str | Path, out_dir: str | Path, 
     info = {"target": str(target_dir), "target_version": weights_version(target),
             "draft_from": str(draft_dir),
             "draft_version_before": before, "version": weights_version(draft),
-            "text": "; ".join(described), "replay": replay if prompts else 1.0, "steps": steps,
+            "text": "; ".join(described), "replay": replay if (prompts or streams) else 1.0, "steps": steps,
             "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
             "loss": round(result.loss, 4), "loss_kind": "KL(target || draft), nats",
             "seconds": round(time.perf_counter() - began, 2)}

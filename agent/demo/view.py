@@ -1,0 +1,94 @@
+"""What the operator watches during a demo (rich renderables) and the summary table at the end."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from agent.demo.plan import PHASES
+from agent.demo.tally import Cell, Tally
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{x:.0%}"
+
+
+def _num(x: float | None, fmt: str = "{:.0f}") -> str:
+    return "" if x is None else fmt.format(x)
+
+
+def _speedup(x: float | None) -> Text:
+    if x is None:
+        return Text("")
+    return Text(f"{x:.2f}x", style="green" if x >= 1.0 else "red")
+
+
+def live(demo) -> Group:
+    """Header, one row per domain (this phase), firing alerts, recent events."""
+    phase, tally = demo.phase, demo.tally
+    head = Text.assemble(
+        ("specwatch demo ", "bold"), (f"phase {phase + 1}/3: {PHASES[phase]}  ", "cyan"),
+        f"target {demo.target_version[:12]}  draft {demo.draft_version[:12]}  ",
+        f"request {demo.done}/{demo.total}  {demo.elapsed():.0f}s  db {demo.db}")
+    table = Table(expand=True, box=None, header_style="bold")
+    for name, justify in (("domain", "left"), ("acceptance (recent)", "right"), ("K", "right"),
+                          ("speculation", "left"), ("tok/s", "right"), ("target-only tok/s", "right"),
+                          ("speed-up", "right"), ("policy's reason", "left")):
+        table.add_column(name, justify=justify, no_wrap=name != "policy's reason", overflow="ellipsis")
+    for domain in demo.plan.domains:
+        cell = tally.cells.get((phase, domain), Cell())
+        on = demo.speculating(domain)
+        decision = demo.last_decision.get(domain)
+        table.add_row(domain, _pct(tally.recent_acceptance(domain)),
+                      str(decision.lookahead) if decision else "",
+                      Text("on", style="green") if on else Text("OFF", style="bold red"),
+                      _num(cell.tps), _num(cell.ref_tps), _speedup(cell.speedup),
+                      decision.reason if decision else "")
+    parts = [head, table]
+    if demo.status:
+        parts.append(Text(demo.status, style="yellow"))
+    firing = demo.firing()
+    if firing:
+        alerts = Table(box=None, show_header=False, expand=True)
+        for a in firing:
+            labels = a.labels
+            alerts.add_row(Text(labels["alertname"], style="bold red" if labels["severity"] == "critical"
+                                else "bold yellow"), labels.get("domain", ""), labels["severity"],
+                           a.annotations.get("summary", ""))
+        parts.append(Panel(alerts, title="firing alerts", border_style="red"))
+    if demo.events:
+        parts.append(Panel(Text("\n".join(demo.events[-8:])), title="events", border_style="blue"))
+    return Group(*parts)
+
+
+def summary(tally: Tally, domains: list[str]) -> Table:
+    """Per phase and domain: what ran and how fast, against the target alone."""
+    table = Table(title="specwatch demo: per phase and domain", header_style="bold")
+    for name in ("phase", "domain", "requests", "tokens", "acceptance", "mean K", "K=0 steps", "tok/s",
+                 "target-only tok/s", "speed-up"):
+        table.add_column(name, justify="left" if name in ("phase", "domain") else "right")
+    for phase, label in enumerate(PHASES):
+        for domain in domains:
+            c = tally.cells.get((phase, domain))
+            if c is None:
+                continue
+            table.add_row(f"{phase + 1}: {label}", domain, str(c.requests), str(c.tokens), _pct(c.acceptance),
+                          _num(c.mean_lookahead, "{:.1f}"), _pct(c.plain_share), _num(c.tps), _num(c.ref_tps),
+                          _speedup(c.speedup))
+    return table
+
+
+def summary_rows(tally: Tally, domains: list[str]) -> list[dict]:
+    """The summary as plain rows (JSON output)."""
+    rows = []
+    for phase, label in enumerate(PHASES):
+        for domain in domains:
+            c = tally.cells.get((phase, domain))
+            if c is not None:
+                rows.append({"phase": phase + 1, "label": label, "domain": domain, "requests": c.requests,
+                             "tokens": c.tokens, "acceptance_rate": c.acceptance, "mean_lookahead": c.mean_lookahead,
+                             "plain_step_share": c.plain_share, "tokens_per_second": c.tps,
+                             "target_only_tokens_per_second": c.ref_tps, "speedup": c.speedup})
+    return rows
