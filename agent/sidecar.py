@@ -109,15 +109,10 @@ class Sidecar:
         with self._lock:
             key = self._key(domain)
             decision = self.policy.choose(key)
-            self._decisions[key] = (self._clock(), decision)
-            # The gauge shows the switch's state, not each step's choice: a probe while off (or a K = 0
-            # measurement while on) must not flap it.
-            on = self.switch.is_on(key) if self.switch is not None else decision.speculate
+            self._decisions[key] = (self._clock(), decision)  # stored and exported by the flush
         if key != domain:
             decision = dataclasses.replace(decision, reason=f"{decision.reason} (shared state of {OTHER!r}: "
                                                             f"over {self.max_domains} domains)")
-        if self.metrics is not None:
-            self.metrics.set_decision(domain, decision.lookahead, on)
         return decision
 
     def stop_drafting(self, domain: str) -> StopDrafting | None:
@@ -178,6 +173,7 @@ class Sidecar:
         changes. ``now=math.inf`` writes open windows too (shutdown). Returns windows written."""
         with self._flush_lock:
             self._alert_transitions()
+            self._export_gauges()
             try:
                 written = self.store.flush(now)
                 self._drain(self._unwritten, lambda ts, t: self.store.record_transition(
@@ -189,7 +185,6 @@ class Sidecar:
                 self.flush_error = f"{type(exc).__name__}: {exc}"
                 raise
             self.flush_error, self.last_flush = None, self._clock()
-            self._export_drift()
             return written
 
     def rollup(self) -> dict[str, int]:
@@ -277,12 +272,20 @@ class Sidecar:
                     for domain, item in pending.items():
                         self._decisions.setdefault(domain, item)
 
-    def _export_drift(self) -> None:
-        if self.watch is None or self.metrics is None:
+    def _export_gauges(self) -> None:
+        """Decision and drift gauges, once per flush rather than per step (scrapes are seconds apart)."""
+        if self.metrics is None:
             return
         with self._lock:
-            statistics = self.watch.statistics()
-        for (domain, detector), value in statistics.items():
+            # The enabled gauge shows the switch's state, not each step's choice: a probe while off (or a
+            # K = 0 measurement while on) must not flap it.
+            switch = self.switch
+            decisions = [(key, d.lookahead, switch.is_on(key) if switch is not None else d.speculate)
+                         for key, (_, d) in self._decisions.items()]
+            drift = self.watch.statistics() if self.watch is not None else {}
+        for key, lookahead, on in decisions:
+            self.metrics.set_decision(key, lookahead, on)
+        for (domain, detector), value in drift.items():
             self.metrics.set_drift(domain, detector, value)
 
 

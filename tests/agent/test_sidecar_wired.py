@@ -44,9 +44,9 @@ def test_speculation_off_fires_an_alert_persists_it_and_shows_in_metrics(tmp_pat
                       clock=clock)
     sidecar.record_many(losing_steps("code", 400, T0) + [step("chat", 4, 3, T0)])
     sidecar.decide("code")
+    sidecar.flush()
     assert sample(metrics, "specwatch_speculation_enabled", "code") == 0
     assert sample(metrics, "specwatch_steps_total", "code") == 400
-    sidecar.flush()
     clock.now += 1
     sidecar.tick_alerts()
     (alert,) = alerts.firing()
