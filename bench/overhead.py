@@ -5,7 +5,9 @@ updated half-way): before each step the sidecar decides K for the request's doma
 that K drafts and accepts, the measured cost samples what it took, and the step's StepRecord goes back
 through ``record``. The real policy and switch, metrics, drift watch and alert manager are wired (those
 that exist), and the scheduler's flush job runs every second on its own thread as in ``specwatch serve``.
-Only the two calls are timed. Then each component is timed alone on the same records, for its share.
+Only the two calls are timed. Then the same steps are replayed, alternating per step between a fresh
+Sidecar and the same parts called directly (each part timed), so shares and the Sidecar's own cost come
+from paired measurements under the same conditions.
 
 Goal: record + decide <= 20 us per step (median; p99 reported too). Not a test: prints a table and writes
 bench/results/overhead.json. Run on an idle machine (see ``uptime``).
@@ -26,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -100,40 +102,47 @@ def closed_loop(sidecar: Sidecar, steps: int, seed: int) -> tuple[list[int], lis
     return decide_ns, record_ns, records
 
 
-def time_each(records: list[StepRecord], call: Callable[[StepRecord], object]) -> list[int]:
+def paired_replay(records: list[StepRecord], policy_name: str, seed: int, tmp: Path) -> dict[str, list[int]]:
+    """The same steps again, alternating per step between a fresh Sidecar (decide + record) and the same
+    parts called directly, each part timed: paired under the same machine conditions, so the difference
+    is the Sidecar's own cost (lock, domain bound, queues, Outcome)."""
+    def fresh(name: str) -> tuple[Store, Any, dict[str, Any]]:
+        store = Store.open(f"sqlite:///{tmp / name}", StoreConfig(pod="bench"), backfill=True)
+        return store, make(policy_name, kmax=8, seed=seed), components(None)
+
+    s_store, s_policy, s_parts = fresh("sidecar.db")
+    sidecar = Sidecar(s_store, s_policy, pod="bench", **s_parts)
+    store, policy, parts = fresh("direct.db")
+    metrics, watch = parts.get("metrics"), parts.get("watch")
+    names = ["replay through a fresh Sidecar", "same parts called directly", "validate + window sums (store)",
+             "metrics (prometheus counts)", "drift watch (detectors)", "policy + switch: choose",
+             "policy + switch: update"]
+    out: dict[str, list[int]] = {n: [] for n in names}
+    lists = [out[n] for n in names]
     clock = time.perf_counter_ns
-    out = []
     for r in records:
         t0 = clock()
-        call(r)
-        out.append(clock() - t0)
-    return out
-
-
-def component_passes(records: list[StepRecord], policy_name: str, seed: int, db: str) -> dict[str, list[int]]:
-    """Each part of record + decide alone, on fresh instances and the same records."""
-    passes: dict[str, list[int]] = {}
-    store = Store.open(db, StoreConfig(pod="bench"), backfill=True)
-    passes["validate + window sums (store)"] = time_each(records, store.record)
-    parts = components(None)
-    if "metrics" in parts:
-        passes["metrics (prometheus counts)"] = time_each(records, parts["metrics"].observe)
-    if "watch" in parts:
-        passes["drift watch (detectors)"] = time_each(records, parts["watch"].observe)
-    # One policy, choose then update per step as in the loop, each timed on its own.
-    policy, clock = make(policy_name, kmax=8, seed=seed), time.perf_counter_ns
-    choose_ns, update_ns = [], []
-    for r in records:
-        t0 = clock()
-        policy.choose(r.domain)
+        sidecar.decide(r.domain)
+        sidecar.record(r)
         t1 = clock()
-        policy.update(r.domain, Outcome.of(r))
+        policy.choose(r.domain)
         t2 = clock()
-        choose_ns.append(t1 - t0)
-        update_ns.append(t2 - t1)
-    passes["policy + switch: choose"], passes["policy + switch: update"] = choose_ns, update_ns
-    store.close(flush=False)
-    return passes
+        store.record(r)
+        t3 = clock()
+        if metrics is not None:
+            metrics.observe(r)
+        t4 = clock()
+        if watch is not None:
+            watch.observe(r)
+        t5 = clock()
+        policy.update(r.domain, Outcome.of(r))
+        t6 = clock()
+        for target, value in zip(lists, (t1 - t0, t6 - t1, t3 - t2, t4 - t3, t5 - t4, t2 - t1, t6 - t5)):
+            target.append(value)
+    out["Sidecar's own (paired difference)"] = [a - b for a, b in zip(out[names[0]], out[names[1]])]
+    for st in (s_store, store):
+        st.close(flush=False)
+    return {k: v for k, v in out.items() if any(v)}
 
 
 def summary(ns: list[int]) -> dict[str, float]:
@@ -148,7 +157,7 @@ def main() -> None:
     parser.add_argument("--policy", default=SidecarConfig().policy)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=110)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         db = f"sqlite:///{Path(tmp) / 'overhead.db'}"
@@ -164,22 +173,20 @@ def main() -> None:
             jobs.shutdown()
             sidecar.close()
         loop_seconds = time.perf_counter() - started
-        passes = component_passes(records, args.policy, args.seed, f"sqlite:///{Path(tmp) / 'parts.db'}")
+        passes = paired_replay(records, args.policy, args.seed, Path(tmp))
     total = [d + r for d, r in zip(decide_ns, record_ns)]
-    rows = {"record + decide (Sidecar)": summary(total), "  decide": summary(decide_ns),
+    rows = {"record + decide (Sidecar, closed loop)": summary(total), "  decide": summary(decide_ns),
             "  record": summary(record_ns)}
-    rows.update({f"  {name}": summary(ns) for name, ns in passes.items()})
-    whole = rows["record + decide (Sidecar)"]["mean_us"]
-    parts_mean = sum(rows[f"  {name}"]["mean_us"] for name in passes)
+    top = ("replay through a fresh Sidecar", "same parts called directly", "Sidecar's own (paired difference)")
+    rows.update({(name if name in top else f"  {name}"): summary(ns) for name, ns in passes.items()})
+    whole = rows["same parts called directly"]["mean_us"]
     for row in rows.values():
         row["share_of_mean"] = row["mean_us"] / whole
-    rows["  lock, queues, glue (rest)"] = {"median_us": None, "p99_us": None, "mean_us": whole - parts_mean,
-                                          "max_us": None, "share_of_mean": (whole - parts_mean) / whole}
     show(console, rows, args, len(total))
     result = {"benchmark": "overhead", "policy": args.policy, "steps": len(total), "seed": args.seed,
               "wired": sorted(parts), "goal_us": GOAL_US,
-              "goal_met_median": rows["record + decide (Sidecar)"]["median_us"] <= GOAL_US,
-              "goal_met_p99": rows["record + decide (Sidecar)"]["p99_us"] <= GOAL_US,
+              "goal_met_median": rows["record + decide (Sidecar, closed loop)"]["median_us"] <= GOAL_US,
+              "goal_met_p99": rows["record + decide (Sidecar, closed loop)"]["p99_us"] <= GOAL_US,
               "loop_seconds": loop_seconds, "load_average_at_start": load, "python": platform.python_version(),
               "machine": platform.machine(), "cpus": os.cpu_count(),
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
@@ -191,7 +198,7 @@ def main() -> None:
 def show(console: Console, rows: dict[str, dict], args, steps: int) -> None:
     table = Table(title=f"sidecar hot path per step: {args.policy}, {steps} steps of the full kit's traces "
                         f"(goal <= {GOAL_US:g} us)")
-    for col in ("part", "median us", "p99 us", "mean us", "share of mean"):
+    for col in ("part", "median us", "p99 us", "mean us", "share of direct mean"):
         table.add_column(col, justify="left" if col == "part" else "right")
 
     def cell(x: float | None, fmt: str = "{:.2f}") -> str:
