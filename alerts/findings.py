@@ -62,7 +62,7 @@ def slower_than_plain(after: float, speed: Speed) -> bool:
 
 def drift_finding(domain: str, detector: str, before: float, after: float, observations: int,
                   versions: tuple[str, str], speed: Speed) -> Finding:
-    kind = "expected acceptance" if detector == "expected-cusum" else "acceptance"
+    kind = "expected acceptance" if detector == "expected-cusum" else "acceptance"  # names joined by "+"
     notes = {
         "summary": f"{kind.capitalize()} in {domain} fell from {before:.2f} to {after:.2f}",
         "description": (f"{detector} confirmed a drop of {kind} per drafted position in {domain} from "

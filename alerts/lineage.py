@@ -81,7 +81,7 @@ class Lineage:
         self.cusum = BernoulliCUSUM(config.cusum)
         self.expected = ExpectedCUSUM(config.expected) if config.expected is not None else None
         self.adwin = ADWINDetector(config.adwin) if config.adwin is not None else None
-        self.detectors: tuple[Detector, ...] = tuple(d for d in (self.cusum, self.expected, self.adwin) if d)
+        self.detectors: tuple[Detector, ...] = tuple(d for d in (self.cusum, self.adwin, self.expected) if d)
         # what a version change is compared with: accept flags, and expected acceptance when records carry it
         self.flags = Baseline(config.baseline_halflife, config.test_block)
         self.values = Baseline(config.baseline_halflife, config.test_block)

@@ -124,15 +124,18 @@ class DriftWatch:
         if values is not None:
             values = values[: accepted + rejected]
         fired = lineage.observe(accepted, rejected, values)
-        for detector in fired:
-            if detector is lineage.test:
-                expected = (detector.reference, detector.mean) if isinstance(detector, ExpectedSPRT) else None
-                out.append(stale_finding(record.domain, lineage.before, lineage.flags.mean, detector.observations,
-                                         lineage.origin, lineage.versions, d.speed(), lineage.since, expected))
-            else:
-                change = detector.change
-                out.append(drift_finding(record.domain, detector.name, change.before, change.after,
-                                         change.observations, lineage.versions, d.speed()))
+        if not fired:
+            return out
+        test = lineage.test
+        if test is not None and test in fired:
+            fired.remove(test)
+            expected = (test.reference, test.mean) if isinstance(test, ExpectedSPRT) else None
+            out.append(stale_finding(record.domain, lineage.before, lineage.flags.mean, test.observations,
+                                     lineage.origin, lineage.versions, d.speed(), lineage.since, expected))
+        if fired:  # one finding for the change, naming every detector that confirmed it
+            change = fired[0].change  # flag detectors come first: their numbers are acceptance proper
+            out.append(drift_finding(record.domain, "+".join(f.name for f in fired), change.before, change.after,
+                                     change.observations, lineage.versions, d.speed()))
         return out
 
     def _switch(self, d: _Domain, key: tuple[str, str], record: StepRecord) -> Lineage:

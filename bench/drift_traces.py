@@ -8,7 +8,7 @@ held-out prompt and seed; every step keeps what the detectors see: accepted, dra
 acceptance of the positions up to and including the first rejection (3 decimals). No timings, one torch
 thread, seeds derived from (target, domain, prompt, repeat): a rerun writes the same bytes.
 
-    python bench/drift_traces.py [--lookahead 4] [--tokens 64] [--prompts 32] [--repeats 2]
+    python bench/drift_traces.py [--lookahead 4] [--tokens 64] [--prompts 32] [--repeats 4]
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     parser.add_argument("--lookahead", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per request")
     parser.add_argument("--prompts", type=int, default=32, help="held-out prompts per domain")
-    parser.add_argument("--repeats", type=int, default=2, help="seeded generations per prompt")
+    parser.add_argument("--repeats", type=int, default=4, help="seeded generations per prompt")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--out-dir", type=Path, default=TRACES)
     args = parser.parse_args(argv)

@@ -28,7 +28,7 @@ class ADWINConfig:
 
     delta: float = 1e-7
     clock: int = 32
-    warmup: int = 1000
+    warmup: int = 2000
     block: int = 16
     min_events: int = 30
     direction: str = "down"
@@ -63,7 +63,7 @@ class ADWINDetector(Baselined):
         self._n, self._total = 0, 0.0  # ADWIN's window (river keeps it until a cut)
 
     def _learn(self, warm: Warmup) -> None:
-        self._dispersion = warm.dispersion(warm.variance)
+        self._dispersion = warm.dispersion(warm.variance, long=True)  # ADWIN's windows are long
         self._adwin = ADWIN(delta=self.delta ** self._dispersion, clock=self.clock)
         buffer, self._buffer = self._buffer, []
         for x in buffer:

@@ -83,32 +83,56 @@ def bernoulli_cusum_arl(h: float, p: float, up: float, down: float, grid: int = 
     return float(np.linalg.solve(a, np.ones(grid))[0])
 
 
-class Warmup:
-    """Count, mean, variance and block means of the observations a detector learns its reference from."""
+class BlockMeans:
+    """Means of consecutive blocks of ``size`` observations: their variance times ``size`` over the
+    per-observation variance is the dispersion at that scale (1 for independent observations)."""
 
-    __slots__ = ("block", "n", "total", "squares", "_block_sum", "_block_n", "_blocks", "_block_total",
-                 "_block_squares")
+    __slots__ = ("size", "_sum", "_n", "blocks", "total", "squares")
+
+    def __init__(self, size: int):
+        self.size = size
+        self._sum, self._n = 0.0, 0
+        self.blocks, self.total, self.squares = 0, 0.0, 0.0
+
+    def add(self, x: float) -> None:
+        self._sum += x
+        self._n += 1
+        if self._n == self.size:
+            m = self._sum / self.size
+            self.blocks += 1
+            self.total += m
+            self.squares += m * m
+            self._sum, self._n = 0.0, 0
+
+    def dispersion(self, variance: float, z: float) -> float:
+        """The dispersion when it exceeds 1 by ``z`` standard errors (chi-square approximation,
+        sqrt(2 / (blocks - 1))); 1 otherwise or with fewer than 8 blocks."""
+        b = self.blocks
+        if b < 8 or variance <= 0:
+            return 1.0
+        phi = max(self.squares - self.total ** 2 / b, 0.0) / (b - 1) * self.size / variance
+        return phi if phi > 1 + z * math.sqrt(2 / (b - 1)) else 1.0
+
+
+class Warmup:
+    """Count, mean, variance and block means of the observations a detector learns its reference from, at
+    two scales: ``block`` (a few steps: runs of rejections inside a passage) and 4 x ``block`` (about a
+    request: requests differ from each other)."""
+
+    __slots__ = ("block", "n", "total", "squares", "_scales")
 
     def __init__(self, block: int):
         self.block = block  # 0: no blocks, dispersion is taken as 1
         self.n = 0
         self.total = self.squares = 0.0
-        self._block_sum, self._block_n = 0.0, 0
-        self._blocks, self._block_total, self._block_squares = 0, 0.0, 0.0
+        self._scales = (BlockMeans(block), BlockMeans(4 * block)) if block else ()
 
     def add(self, x: float) -> None:
         self.n += 1
         self.total += x
         self.squares += x * x
-        if self.block:
-            self._block_sum += x
-            self._block_n += 1
-            if self._block_n == self.block:
-                m = self._block_sum / self.block
-                self._blocks += 1
-                self._block_total += m
-                self._block_squares += m * m
-                self._block_sum, self._block_n = 0.0, 0
+        for scale in self._scales:
+            scale.add(x)
 
     @property
     def mean(self) -> float:
@@ -121,15 +145,12 @@ class Warmup:
             return 0.0
         return max(self.squares - self.total * self.total / self.n, 0.0) / (self.n - 1)
 
-    def dispersion(self, variance: float, z: float = 2.0) -> float:
-        """phi = block-mean variance x block / ``variance`` when it exceeds 1 by ``z`` standard errors
-        (chi-square approximation, sqrt(2 / (blocks - 1))); 1 otherwise or with fewer than 8 blocks."""
-        b = self._blocks
-        if not self.block or b < 8 or variance <= 0:
+    def dispersion(self, variance: float, long: bool = False, z: float = 2.0) -> float:
+        """phi at the short scale (``long``: the larger of both), 1 when not significantly above 1."""
+        if not self._scales:
             return 1.0
-        block_var = max(self._block_squares - self._block_total ** 2 / b, 0.0) / (b - 1)
-        phi = block_var * self.block / variance
-        return phi if phi > 1 + z * math.sqrt(2 / (b - 1)) else 1.0
+        short = self._scales[0].dispersion(variance, z)
+        return max(short, self._scales[1].dispersion(variance, z)) if long else short
 
 
 def flag_increments(p0: float, ratio: float, dispersion: float = 1.0) -> tuple[float, float, float]:

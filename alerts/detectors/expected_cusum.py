@@ -55,8 +55,9 @@ class ExpectedCUSUM(OneSidedCUSUM):
     # -- reference ------------------------------------------------------------------------------
     def _learn(self, warm: Warmup) -> None:
         values, self._values = self._values, []
-        self._dispersion = dispersion = warm.dispersion(warm.variance)
-        p0 = _inside(max(warm.mean - self.margin * math.sqrt(dispersion * warm.variance / warm.n), warm.mean / 2))
+        self._dispersion = dispersion = warm.dispersion(warm.variance, long=True)
+        error = math.sqrt(warm.dispersion(warm.variance, long=True) * warm.variance / warm.n)
+        p0 = _inside(max(warm.mean - self.margin * error, warm.mean / 2))
         # theta from the values shifted to the reference: the scale of the statistic's own increments
         shifted = [x - warm.mean + p0 for x in values]
         self._set(p0, expected_theta(shifted, p0, self.ratio, dispersion), warm.mean)
@@ -93,7 +94,7 @@ class ExpectedCUSUM(OneSidedCUSUM):
             self._clear()
             return self
         self._s, self._n, self._total = s, self._n + 1, self._total + x
-        if s > self._h:
+        if s > self._h and self._n >= self.min_span:
             self._fire()
         return self
 
@@ -102,7 +103,7 @@ class ExpectedCUSUM(OneSidedCUSUM):
         if self._warm is not None:
             return super().update_many(values)
         self._drift = False
-        s, n, total, up, slope, h = self._s, self._n, self._total, self._up, self._slope, self._h
+        s, n, total, up, slope, h, span = self._s, self._n, self._total, self._up, self._slope, self._h, self.min_span
         for i, x in enumerate(values):
             s += up + slope * x
             if s <= 0.0:
@@ -110,7 +111,7 @@ class ExpectedCUSUM(OneSidedCUSUM):
             else:
                 n += 1
                 total += x
-                if s > h:
+                if s > h and n >= span:
                     self._s, self._n, self._total = s, n, total
                     self._fire()
                     change = self._change

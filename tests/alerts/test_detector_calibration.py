@@ -1,4 +1,5 @@
-"""The threshold / false-alarm-interval relation, checked by simulation and by the exact Markov chain."""
+"""The threshold / false-alarm-interval relation, checked by simulation and by the exact Markov chain (on the
+plain CUSUM, min_span=1: a longer span only delays alarms, so it only lengthens the interval)."""
 
 import math
 import random
@@ -36,13 +37,13 @@ def test_threshold_inverts_the_approximation(arl0, kl, overshoot):
 def test_flag_cusum_meets_its_false_alarm_interval(p0):
     arl0 = 500
     draw = lambda rng: 1 if rng.random() < p0 else 0  # noqa: E731
-    good = mean_run_length(lambda: BernoulliCUSUM(arl0=arl0).baseline(p0), draw, 300, 1, 50 * arl0)
+    good = mean_run_length(lambda: BernoulliCUSUM(arl0=arl0, min_span=1).baseline(p0), draw, 300, 1, 50 * arl0)
     assert arl0 <= good <= 5 * arl0  # a floor, not far from it
     # power: a threshold set for a 20x shorter interval fails the same check
     h_low = threshold_for_arl(arl0 / 20, bernoulli_kl(p0, p0 / 2))
 
     def broken():
-        detector = BernoulliCUSUM(arl0=arl0).baseline(p0)
+        detector = BernoulliCUSUM(arl0=arl0, min_span=1).baseline(p0)
         detector._h = h_low
         return detector
     assert mean_run_length(broken, draw, 300, 1, 50 * arl0) < arl0
@@ -50,10 +51,10 @@ def test_flag_cusum_meets_its_false_alarm_interval(p0):
 
 def test_markov_chain_matches_simulation_and_the_goals():
     p0 = 0.7
-    detector = BernoulliCUSUM(arl0=300).baseline(p0)
+    detector = BernoulliCUSUM(arl0=300, min_span=1).baseline(p0)
     up, down, _ = flag_increments(p0, 0.5)
     exact = bernoulli_cusum_arl(detector.threshold, p0, up, down)
-    simulated = mean_run_length(lambda: BernoulliCUSUM(arl0=300).baseline(p0),
+    simulated = mean_run_length(lambda: BernoulliCUSUM(arl0=300, min_span=1).baseline(p0),
                                 lambda rng: 1 if rng.random() < p0 else 0, 600, 2, 100_000)
     assert exact == pytest.approx(simulated, rel=0.1)
     # the default design: ARL0 >= 1e6 flags for every reference, and 0.7 -> 0.35 in <= 60 flags on average
@@ -74,14 +75,14 @@ def test_expected_cusum_meets_its_false_alarm_interval_on_skewed_values(mean, co
     rng = random.Random(9)
     sample = [draw(rng) for _ in range(20000)]
     theta = expected_theta(sample, mean, 0.8)
-    good = mean_run_length(lambda: ExpectedCUSUM(arl0=arl0).baseline(mean, theta), draw, 300, 3, 50 * arl0)
+    good = mean_run_length(lambda: ExpectedCUSUM(arl0=arl0, min_span=1).baseline(mean, theta), draw, 300, 3, 50 * arl0)
     assert arl0 <= good <= 6 * arl0
     if mean == 0.9:
         # power: the Brownian scale 2 KL / Var ignores the long tail of e towards 0 and alarms too often
         _, _, kl = flag_increments(mean, 0.8)
         up, down, _ = flag_increments(mean, 0.8)
         brownian = 2 * kl / ((up - down) ** 2 * statistics.pvariance(sample))
-        assert mean_run_length(lambda: ExpectedCUSUM(arl0=arl0).baseline(mean, brownian), draw, 300, 3,
+        assert mean_run_length(lambda: ExpectedCUSUM(arl0=arl0, min_span=1).baseline(mean, brownian), draw, 300, 3,
                                50 * arl0) < arl0
 
 

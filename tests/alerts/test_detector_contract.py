@@ -100,4 +100,4 @@ def test_config_or_keywords_not_both():
     with pytest.raises(TypeError, match="not both"):
         BernoulliCUSUM(CUSUMConfig(), arl0=100)
     detector = BernoulliCUSUM(arl0=5000, ratio=0.6)
-    assert (detector.arl0, detector.ratio, detector.warmup) == (5000, 0.6, 1000)  # under their own names
+    assert (detector.arl0, detector.ratio, detector.warmup) == (5000, 0.6, 5000)  # under their own names
