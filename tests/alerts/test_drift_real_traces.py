@@ -5,10 +5,10 @@ import random
 
 import pytest
 
-from alerts.detectors import ADWINConfig, CUSUMConfig
+from alerts.detectors import ADWINConfig, CUSUMConfig, ExpectedCUSUMConfig
 from alerts.watch import WatchConfig
 from bench.drift import alarm_positions, stale_delay
-from bench.drift_sources import bootstrap, load_greedy
+from bench.drift_sources import bootstrap, load_greedy, load_sampled
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +52,33 @@ def test_stale_draft_on_the_real_target_update(greedy, domain, drop):
             assert decision == "drop" and delay <= 60
         else:
             assert delay is None and decision == "no drop"
+
+
+@pytest.fixture(scope="module")
+def sampled():
+    loaded = load_sampled()
+    if loaded is None:
+        pytest.skip("bench/traces/full-sampled.json.gz is missing (record it with bench/drift_traces.py)")
+    return loaded[0]
+
+
+@pytest.mark.parametrize("domain", ["code", "prose"])
+def test_expected_cusum_quiet_on_stationary_sampled_traces(sampled, domain):
+    steps = bootstrap(sampled["target-v1"][domain], 300_000, random.Random(f"sampled:{domain}"))
+    assert alarm_positions("expected-cusum", steps, WatchConfig()) == []
+
+
+def test_sampled_bursts_need_the_long_warmup_and_the_span(sampled):
+    # sampled logs: now and then a passage the draft cannot follow halves acceptance for a few dozen tokens
+    logs = bootstrap(sampled["target-v1"]["logs"], 300_000, random.Random("sampled:logs"))
+    assert len(alarm_positions("expected-cusum", logs, WatchConfig())) <= 1
+    hasty = WatchConfig(expected=ExpectedCUSUMConfig(warmup=500, min_span=1, margin=0.0, block=0))
+    assert len(alarm_positions("expected-cusum", logs, hasty)) > 3
+
+
+@pytest.mark.parametrize("domain, drop", [("logs", True), ("code", False), ("prose", False)])
+def test_stale_draft_on_expected_acceptance_of_the_real_target_update(sampled, domain, drop):
+    v1, v2 = sampled["target-v1"][domain], sampled["target-v2"][domain]
+    rng = random.Random(f"sampled:{domain}")
+    delay, decision = stale_delay(bootstrap(v1, 3000, rng), bootstrap(v2, 6000, rng), WatchConfig(), 6000)
+    assert (decision == "drop" and delay <= 80) if drop else (delay is None and decision == "no drop")
