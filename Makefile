@@ -17,8 +17,7 @@ $(STAMP): pyproject.toml .ci/install-torch
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/specwatch models build
-	$(BIN)/specwatch decode
+	$(BIN)/specwatch demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

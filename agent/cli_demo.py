@@ -25,6 +25,10 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the workload and the policy.")] = 0,
     alerts_log: Annotated[Optional[Path], typer.Option(
         help="Also append alerts as JSON lines to this file.", dir_okay=False)] = None,
+    threads: Annotated[int, typer.Option(
+        min=0, help="Torch CPU threads for decoding (0: torch's default). One by default: models this small "
+                    "gain little from a second thread and stall badly when another process holds the other "
+                    "core.")] = 1,
     fmt: Annotated[Format, typer.Option("--format", help="Summary as table, json or csv.")] = Format.table,
 ) -> None:
     """Serve a mixed-domain workload (code, prose, logs) through real speculative decoding of the local
@@ -57,6 +61,10 @@ def demo(
         kit = load_kit(size, device=settings.device())
     except KitNotBuiltError as exc:
         raise fail(str(exc))
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     url = db or settings.db_url()
     with Live(console=console, refresh_per_second=4, transient=False) as view:
         runner = Demo(plan, kit, url, home=settings.home(), alerts_log=alerts_log,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 PHASES = ("v1", "v2 (draft stale)", "v2 + re-distilled draft")
+SHORT = ("v1", "v2 stale", "v2 fresh")  # table cells: fresh = the re-distilled draft
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class DemoResult:
 
     def plot_command(self, path: str = "specwatch-demo.png") -> str:
         return (f"specwatch stats --db {self.db} --since {iso(self.started)} --until {iso(self.ended + 60)} "
-                f"--by domain --by lookahead --plot {path}")
+                f"--by domain --by target_version --plot {path}")
 
 
 class _EventSink(Sink):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from agent.demo.plan import PHASES
+from agent.demo.plan import PHASES, SHORT
 from agent.demo.tally import Cell, Tally
 
 
@@ -65,16 +66,17 @@ def live(demo) -> Group:
 
 def summary(tally: Tally, domains: list[str]) -> Table:
     """Per phase and domain: what ran and how fast, against the target alone."""
-    table = Table(title="specwatch demo: per phase and domain", header_style="bold")
-    for name in ("phase", "domain", "requests", "tokens", "acceptance", "mean K", "K=0 steps", "tok/s",
-                 "target-only tok/s", "speed-up"):
-        table.add_column(name, justify="left" if name in ("phase", "domain") else "right")
-    for phase, label in enumerate(PHASES):
+    table = Table(title="specwatch demo: per phase and domain", header_style="bold", box=box.SIMPLE_HEAD,
+                  padding=(0, 1), caption="accept: accepted / drafted. K=0: steps not speculating. alone: the "
+                                          "target alone on the same prompts, same phase. fresh: re-distilled draft.")
+    for name in ("phase", "domain", "req", "accept", "mean K", "K=0", "tok/s", "alone", "speed-up"):
+        table.add_column(name, justify="left" if name in ("phase", "domain") else "right", no_wrap=True)
+    for phase, label in enumerate(SHORT):
         for domain in domains:
             c = tally.cells.get((phase, domain))
             if c is None:
                 continue
-            table.add_row(f"{phase + 1}: {label}", domain, str(c.requests), str(c.tokens), _pct(c.acceptance),
+            table.add_row(f"{phase + 1} {label}", domain, str(c.requests), _pct(c.acceptance),
                           _num(c.mean_lookahead, "{:.1f}"), _pct(c.plain_share), _num(c.tps), _num(c.ref_tps),
                           _speedup(c.speedup))
     return table
