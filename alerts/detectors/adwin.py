@@ -91,18 +91,21 @@ class ADWINDetector(Baselined):
             return super().update_step(accepted, rejected)
         self._drift = False
         adwin, count = self._adwin, accepted + rejected
+        update, counted = adwin.update, 0  # flags of this step already in self._n / self._total
         for i in range(count):
-            x = 1 if i < accepted else 0
-            adwin.update(x)
-            self._n += 1
-            self._total += x
+            update(1 if i < accepted else 0)
             if adwin.drift_detected:
+                self._n += i + 1 - counted
+                self._total += min(i + 1, accepted) - min(counted, accepted)
+                counted = i + 1
                 self._cut(adwin, report=True)
                 if self._drift:  # re-baselining: the step's remaining flags start the warm-up
                     change = self._change
                     self.update_many([1 if j < accepted else 0 for j in range(i + 1, count)])
                     self._drift, self._change = True, change
                     return self
+        self._n += count - counted
+        self._total += accepted - min(counted, accepted)
         return self
 
     def _feed(self, x: float, report: bool) -> None:
