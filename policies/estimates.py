@@ -9,7 +9,7 @@ class DecayingSums:
     """Weight, numerator and denominator sums (and their second moments, for a standard error), each
     multiplied by 2^(-elapsed / halflife)."""
 
-    __slots__ = ("halflife", "_n", "_num", "_den", "_nn", "_dd", "_nd", "_at")
+    __slots__ = ("halflife", "_n", "_num", "_den", "_nn", "_dd", "_nd", "_at", "_one")
 
     def __init__(self, halflife: float):
         if not halflife > 0:
@@ -17,10 +17,12 @@ class DecayingSums:
         self.halflife = float(halflife)
         self._n = self._num = self._den = self._nn = self._dd = self._nd = 0.0
         self._at = 0
+        self._one = math.exp2(-1.0 / self.halflife)  # the factor of one step, the common case
 
     def _decay(self, step: int) -> None:
         if step != self._at:
-            f = math.exp2(-(step - self._at) / self.halflife)
+            elapsed = step - self._at
+            f = self._one if elapsed == 1 else math.exp2(-elapsed / self.halflife)
             self._n, self._num, self._den = self._n * f, self._num * f, self._den * f
             self._nn, self._dd, self._nd, self._at = self._nn * f, self._dd * f, self._nd * f, step
 
@@ -58,10 +60,16 @@ class DecayingSums:
 
     def stderr(self, step: int) -> float:
         """Standard error of ``ratio`` by the delta method: sqrt(Var(num - R den) / n) / mean(den)."""
+        return self.stats(step)[2]
+
+    def stats(self, step: int) -> tuple[float, float, float]:
+        """``(weight, ratio, stderr)`` at ``step`` in one call (the switch reads all three every step)."""
         self._decay(step)
-        if self._n <= 1 or self._den <= 0:
-            return math.inf
-        r = self._num / self._den
-        mean_den = self._den / self._n
-        resid = (self._nn - 2 * r * self._nd + r * r * self._dd) / self._n  # E[(num - R den)^2]
-        return math.sqrt(max(resid, 0.0) / (self._n - 1)) / mean_den
+        n, den = self._n, self._den
+        if den <= 0:
+            return n, 0.0, math.inf
+        r = self._num / den
+        if n <= 1:
+            return n, r, math.inf
+        resid = (self._nn - 2 * r * self._nd + r * r * self._dd) / n  # E[(num - R den)^2]
+        return n, r, math.sqrt(max(resid, 0.0) / (n - 1)) / (den / n)

@@ -142,31 +142,48 @@ class Switch:
         return 0, f"switch: off ({s.last_reason})"
 
     def update(self, domain: str, outcome: Outcome) -> "Switch":
-        s = self._state(domain)
+        s = self._domains.get(domain) or self._state(domain)
         cfg = self.config
-        s.step += 1
-        k = outcome.lookahead
-        s.since_baseline = 0 if k == 0 else s.since_baseline + 1
-        arm = s.arms.setdefault(k, DecayingSums(cfg.baseline_halflife if k == 0 else cfg.halflife))
-        arm.add(s.step, outcome.emitted, outcome.seconds)
+        s.step = step = s.step + 1
+        k, emitted = outcome.lookahead, outcome.emitted
+        seconds = outcome.draft_seconds + outcome.verify_seconds
+        arm = s.arms.get(k)
+        if arm is None:
+            arm = s.arms[k] = DecayingSums(cfg.baseline_halflife if k == 0 else cfg.halflife)
+        arm.add(step, emitted, seconds)
         if k > 0:
-            s.speculative.add(s.step, outcome.emitted, outcome.seconds)
-            s.speculative_slow.add(s.step, outcome.emitted, outcome.seconds)
-        if k > 0 and not s.on:
-            # Probes are rare, so their memory spans as many probes as `halflife` spans steps.
-            halflife = cfg.halflife / max(cfg.probe_fraction, 1e-3)
-            s.probes = s.probes or DecayingSums(halflife)
-            s.probe_acceptance = s.probe_acceptance or DecayingSums(halflife)
-            s.probes.add(s.step, outcome.emitted, outcome.seconds)
-            s.probe_acceptance.add(s.step, outcome.accepted, k)
-        if k > 0 and s.on and s.watch_left > 0:
-            s.watch_left -= 1
-            s.watch_drafted += k
-            s.watch_accepted += outcome.accepted
-            if self._collapsed(s):
-                return self._flip(domain, s, False, self._collapse_reason(s))
-        spec, base = self._speculative(s), self._estimate(s, 0)
-        if base is None:
+            s.since_baseline += 1
+            s.speculative.add(step, emitted, seconds)
+            s.speculative_slow.add(step, emitted, seconds)
+            if not s.on:
+                # Probes are rare, so their memory spans as many probes as `halflife` spans steps.
+                halflife = cfg.halflife / max(cfg.probe_fraction, 1e-3)
+                s.probes = s.probes or DecayingSums(halflife)
+                s.probe_acceptance = s.probe_acceptance or DecayingSums(halflife)
+                s.probes.add(step, emitted, seconds)
+                s.probe_acceptance.add(step, outcome.accepted, k)
+            elif s.watch_left > 0:
+                s.watch_left -= 1
+                s.watch_drafted += k
+                s.watch_accepted += outcome.accepted
+                if self._collapsed(s):
+                    return self._flip(domain, s, False, self._collapse_reason(s))
+        else:
+            s.since_baseline = 0
+        # Each estimate is read once per step (weight, goodput and its standard error in one call), in the
+        # same order as always: a sum decayed at every step keeps the same rounding.
+        sums = s.speculative if s.on else s.probes
+        spec = spec_se = None
+        if sums is not None:
+            weight, spec, spec_se = sums.stats(step)
+            if weight < cfg.min_samples:
+                spec = None
+        baseline = s.arms.get(0)
+        if baseline is None:
+            s.streak = 0
+            return self
+        weight, base, base_se = baseline.stats(step)
+        if weight < cfg.min_baseline:
             s.streak = 0
             return self
         if spec is None and s.on:  # nothing speculated lately: only the policy itself can have chosen that
@@ -181,22 +198,19 @@ class Switch:
         if spec is None:
             s.streak = 0
             return self
-        base_se = s.arms[0].stderr(s.step)
         if s.on:
             # A large loss shows within a few dozen steps on the fast memory; a small one only on the slow.
-            losing = False
-            for sums in (s.speculative, s.speculative_slow):
-                if sums.weight(s.step) >= cfg.min_samples:
-                    g = sums.ratio(s.step)
-                    noise = cfg.confidence * math.hypot(sums.stderr(s.step), base_se)
-                    losing = losing or g < (1 - cfg.margin_off) * base - noise
-            s.suspect = spec < (1 - cfg.margin_off) * base
+            bar = (1 - cfg.margin_off) * base
+            weight, g, se = s.speculative_slow.stats(step)
+            losing = (spec < bar - cfg.confidence * math.hypot(spec_se, base_se)
+                      or weight >= cfg.min_samples and g < bar - cfg.confidence * math.hypot(se, base_se))
+            s.suspect = spec < bar
             s.streak = s.streak + 1 if losing else 0
             if s.streak >= cfg.dwell:
                 self._flip(domain, s, False, f"off: speculative steps give {spec:.0f} tok/s < K=0 "
                                              f"{base:.0f} tok/s for {cfg.dwell} steps")
         else:
-            noise = cfg.confidence * math.hypot(s.probes.stderr(s.step), base_se)
+            noise = cfg.confidence * math.hypot(spec_se, base_se)
             s.suspect = spec > (1 + cfg.margin_on) * base
             paying = spec > (1 + cfg.margin_on) * base + noise
             s.streak = s.streak + 1 if paying else 0
