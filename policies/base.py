@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 StopDrafting = Callable[[float, int], bool]
 
@@ -27,9 +27,9 @@ class Decision:
     policy: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What one step cost and gave; built from a StepRecord (or anything with its attribute names)."""
+class Outcome(NamedTuple):
+    """What one step cost and gave; built from a StepRecord (or anything with its attribute names).
+    A named tuple: immutable like a frozen dataclass, and several times cheaper to build on the hot path."""
 
     lookahead: int
     accepted: int

@@ -10,18 +10,25 @@ acceptance at position j + 1, is worth less than its marginal cost at the curren
 (``goodput.stop_limits``). Costs come from the base policy's fitted step seconds when it has them
 (``ModelBased.prediction``). Once fitted, a step drafts up to kmax whenever the base speculates (the stop,
 not K, ends it), and speculation is vetoed where steps drafted under the stop measurably earn less than
-plain steps. A calibration that stops matching new pairs (the target changed) is refitted at once.
+plain steps. A calibration that stops matching new pairs (the target changed) is refitted at once on them
+(their pooled acceptance: no isotonic fit, cheap enough for the step that finds the change).
 
 ``rule="roc"``: stop below a confidence threshold minimising fpr + w fnr over the ROC curve, as
 transformers' assisted generation re-fits ``assistant_confidence_threshold`` (w = 3, start 0.4); a
 classifier deciding per token whether to keep drafting is DISCO (arXiv 2405.04304). ``weight=None``
 derives w from measured costs (``goodput.stop_weight``). The lookahead is the base policy's.
+
+Fits (isotonic calibration, ROC threshold) run in ``refit``, the sidecar's scheduler job, not in
+``update``, which only marks a domain due; as in ``ModelBased``, update fits inline until refit is first
+called or once ``overdue`` updates pass without one.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from typing import Sequence
+from itertools import repeat
+from typing import Any, Callable, Sequence
 
 from policies import fit
 from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting
@@ -33,7 +40,7 @@ _FRESH = (0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0)  # ``_Domain.since`` before any
 
 class _Domain:
     __slots__ = ("conf", "acc", "pos", "threshold", "table", "limits", "steps", "next_fit", "sums", "fits",
-                 "cost", "since", "spec", "cache")
+                 "cost", "since", "spec", "cache", "due", "epoch")
 
     def __init__(self, window: int, threshold: float, first_fit: int):
         self.conf: deque[float] = deque(maxlen=window)
@@ -49,6 +56,8 @@ class _Domain:
         self.cost = 0.0  # gain rule: marginal seconds of a drafted token x goodput, in tokens
         self.sums = [0.0, 0.0, 0.0, 0.0]  # decayed: draft seconds, drafted tokens, emitted, step seconds
         self.cache: tuple[Decision | None, int, Decision] | None = None
+        self.due = False  # a fit is due at the next refit()
+        self.epoch = 0  # bumped when the window forgets a changed target: fits computed before are stale
 
 
 class ConfidenceStop(Policy):
@@ -64,7 +73,8 @@ class ConfidenceStop(Policy):
     rule's calibration table. ``surprise``: standard deviations between the accepted count of pairs since
     the fit and its calibrated expectation that trigger an immediate refit on those pairs alone.
     ``explore``: probability that a vetoed step probes (drafts under the stop) anyway. ``min_steps``:
-    steps drafted under the stop before a veto.
+    steps drafted under the stop before a veto. ``overdue``: updates (all domains) without a ``refit`` call
+    after which update fits inline again.
     With the stop on, a record's lookahead is the number of tokens actually drafted.
     """
 
@@ -73,7 +83,7 @@ class ConfidenceStop(Policy):
     def __init__(self, base: Policy | None = None, kmax: int = 8, seed: int | None = None, *,
                  rule: str = "gain", weight: float | None = 3.0, threshold: float = 0.4, window: int = 2048,
                  min_pairs: int = 200, refit_every: int = 500, halflife: float = 300.0, bins: int = 1000,
-                 surprise: float = 5.0, explore: float = 0.05, min_steps: int = 20):
+                 surprise: float = 5.0, explore: float = 0.05, min_steps: int = 20, overdue: int = 100_000):
         super().__init__(base.kmax if base is not None else kmax, seed)
         if rule not in RULES:
             raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -82,7 +92,7 @@ class ConfidenceStop(Policy):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
         for label, value in (("window", window), ("min_pairs", min_pairs), ("refit_every", refit_every),
-                             ("bins", bins)):
+                             ("bins", bins), ("overdue", overdue)):
             if type(value) is not int or value < 1:
                 raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
         if min_pairs > window:
@@ -97,8 +107,9 @@ class ConfidenceStop(Policy):
         self.base, self.rule, self.weight, self.threshold = base, rule, weight, threshold
         self.window, self.min_pairs, self.refit_every = window, min_pairs, refit_every
         self.halflife, self.bins, self.surprise = float(halflife), bins, surprise
-        self.explore, self.min_steps = explore, min_steps
+        self.explore, self.min_steps, self.overdue = explore, min_steps, overdue
         self._decay = 0.5 ** (1.0 / self.halflife)
+        self._since_refit = math.inf  # updates since refit() last ran; over ``overdue``: fit inline
         predict = getattr(base, "prediction", None)
         self._predict = predict if callable(predict) else None
         self._domains: dict[str, _Domain] = {}
@@ -144,18 +155,22 @@ class ConfidenceStop(Policy):
     def update(self, domain: str, outcome: Outcome) -> "ConfidenceStop":
         if self.base is not None:
             self.base.update(domain, outcome)
+        self._since_refit += 1
         st = self._domains.get(domain) or self._new(domain)
         st.steps += 1
         conf, k, acc = outcome.draft_confidence, outcome.lookahead, outcome.accepted
         if conf:
-            append_c, append_a, append_p = st.conf.append, st.acc.append, st.pos.append
             n = min(len(conf), k, acc + 1)
-            for i in range(n):
-                append_c(conf[i])
-                append_a(1 if i < acc else 0)
-                append_p(i)
-            if st.since is not None and st.table is not None and n:
-                self._watch(domain, st, conf, n, acc)
+            if n:
+                st.conf.extend(conf[:n])
+                st.pos.extend(range(n))
+                if acc >= n:
+                    st.acc.extend(repeat(1, n))
+                else:  # n == acc + 1: the accepted ones, then the rejected token
+                    st.acc.extend(repeat(1, acc))
+                    st.acc.append(0)
+                if st.since is not None and st.table is not None:
+                    self._watch(domain, st, conf, n, acc)
         g, s = self._decay, st.sums
         if k > 0 and st.limits is not None:  # a step drafted under the fitted gain rule
             p = st.spec
@@ -165,7 +180,10 @@ class ConfidenceStop(Policy):
         s[2] = s[2] * g + outcome.emitted
         s[3] = s[3] * g + outcome.seconds
         if st.steps >= st.next_fit:
-            self._refit(domain, st)
+            if self._since_refit > self.overdue or len(st.acc) < self.min_pairs:
+                self._refit(domain, st)  # no scheduler, or nothing to fit yet (only reschedules)
+            else:
+                st.due = True
         return self
 
     def _watch(self, domain: str, st: _Domain, conf: Sequence[float], n: int, acc: int) -> None:
@@ -187,37 +205,97 @@ class ConfidenceStop(Policy):
         since[:] = count, var, resid, hi, hi_at, hi_var, lo, lo_at, lo_var
         # CUSUM: the pairs after the running residual's peak (trough) are the evidence of a fall (rise).
         limit = self.surprise * self.surprise
-        for gap, at, v in ((resid - hi, hi_at, hi_var), (resid - lo, lo_at, lo_var)):
-            if gap * gap > limit * (var - v + 1.0):
-                for _ in range(len(st.acc) - (count - at)):  # forget the pairs before the change
-                    st.conf.popleft()
-                    st.acc.popleft()
-                    st.pos.popleft()
-                st.spec = [0.0, 0.0, 0.0]  # what drafting under the old target earned is stale too
-                self._refit(domain, st, quick=True)
+        gap = resid - hi
+        if gap * gap > limit * (var - hi_var + 1.0):
+            at = hi_at
+        else:
+            gap = resid - lo
+            if not gap * gap > limit * (var - lo_var + 1.0):
                 return
+            at = lo_at
+        for _ in range(len(st.acc) - (count - at)):  # forget the pairs before the change
+            st.conf.popleft()
+            st.acc.popleft()
+            st.pos.popleft()
+        st.spec = [0.0, 0.0, 0.0]  # what drafting under the old target earned is stale too
+        st.epoch += 1
+        self._refit(domain, st, quick=True)
+
+    # -- fits ----------------------------------------------------------------------------------------
+    def refit(self) -> "ConfidenceStop":
+        """Run every due fit now (single-threaded callers; see ``prepare_refit``)."""
+        self.prepare_refit()()()
+        return self
+
+    def prepare_refit(self) -> Callable[[], Callable[[], None]]:
+        """Copy what the due fits need (call under the lock that guards the policy; the base's too).
+        Returns ``compute``: the fits on those copies, touching nothing shared (call without the lock),
+        which returns ``apply``: swaps the results in (call under the lock)."""
+        self._since_refit = 0
+        prepare = getattr(self.base, "prepare_refit", None)
+        base = prepare() if callable(prepare) else None
+        jobs = []
+        for domain, st in self._domains.items():
+            if st.due:
+                st.due = False
+                plan = self._plan(domain, st)
+                if plan is not None:
+                    jobs.append((domain, st, st.epoch, plan))
+
+        def compute() -> Callable[[], None]:
+            base_apply = base() if base is not None else None
+            results = [(domain, st, epoch, self._fit(plan)) for domain, st, epoch, plan in jobs]
+
+            def apply() -> None:
+                if base_apply is not None:
+                    base_apply()
+                for domain, st, epoch, result in results:
+                    # Not if the domain was forgotten or its window cut at a changed target meanwhile.
+                    if self._domains.get(domain) is st and st.epoch == epoch:
+                        self._install(st, result)
+            return apply
+        return compute
 
     def _refit(self, domain: str, st: _Domain, quick: bool = False) -> None:
-        """Fit the rule on the window; ``quick`` (after a surprise) fits the gain rule on the few pairs
+        """Fit the rule on the window now; ``quick`` (after a surprise) fits the gain rule on the few pairs
         left, with their pooled acceptance standing in for the calibration until ``min_pairs`` are in."""
+        st.due = False
+        plan = self._plan(domain, st, quick)
+        if plan is not None:
+            self._install(st, self._fit(plan))
+
+    def _plan(self, domain: str, st: _Domain, quick: bool = False) -> tuple | None:
+        """Schedule the next fit and copy what this one needs (cheap); None when there is nothing to fit."""
         full = len(st.acc) >= self.min_pairs
         st.next_fit = st.steps + (self.refit_every if full else max(1, self.refit_every // 10))
         if not (full or quick):
-            return
+            return None
         if self.rule == "gain":
             rate = st.sums[2] / st.sums[3] if st.sums[3] > 0 else 0.0
-            marginal = self._marginal(domain, st)
-            st.table = (fit.calibration_table(st.conf, st.acc, self.bins) if full
-                        else [sum(st.acc) / len(st.acc)] * self.bins)
-            st.limits = stop_limits(fit.position_rates(st.pos, st.acc, self.kmax), marginal, rate)
-            st.cost = marginal * rate
-            st.since = list(_FRESH) if full else None
-        else:
-            w = self.weight if self.weight is not None else self._cost_weight(st)
-            t = fit.roc_threshold(st.conf, st.acc, w) if w is not None else None
-            if t is None:
+            pooled = None if full else sum(st.acc) / len(st.acc)
+            return "gain", list(st.conf), list(st.acc), list(st.pos), pooled, self._marginal(domain, st), rate
+        w = self.weight if self.weight is not None else self._cost_weight(st)
+        return None if w is None else ("roc", list(st.conf), list(st.acc), w)
+
+    def _fit(self, plan: tuple) -> tuple:
+        """The fit itself, from a plan alone (no state read or written): safe outside any lock."""
+        if plan[0] == "roc":
+            _, conf, acc, w = plan
+            return "roc", fit.roc_threshold(conf, acc, w)
+        _, conf, acc, pos, pooled, marginal, rate = plan
+        table = fit.calibration_table(conf, acc, self.bins) if pooled is None else [pooled] * self.bins
+        limits = stop_limits(fit.position_rates(pos, acc, self.kmax), marginal, rate)
+        return "gain", table, limits, marginal * rate, pooled is None
+
+    @staticmethod
+    def _install(st: _Domain, result: tuple[Any, ...]) -> None:
+        if result[0] == "roc":
+            if result[1] is None:  # one class only: no threshold is identifiable
                 return
-            st.threshold = t
+            st.threshold = result[1]
+        else:
+            _, st.table, st.limits, st.cost, full = result
+            st.since = list(_FRESH) if full else None
         st.fits += 1
 
     def _prediction(self, domain: str):

@@ -1,8 +1,8 @@
 """scikit-learn fits behind the model-based policies: acceptance by position, cost by K, early-stop rules.
 
-Each takes (discounted) sums or logged pairs and returns plain numbers; none keeps state. The sklearn fits
-(trends, threshold, calibration) run every few hundred steps and the cheap ``shrink`` every few dozen, never
-per step, so their cost is amortised (see ``ModelBased.refit_every``).
+Each takes (discounted) sums or logged pairs and returns plain numbers; none keeps state, so the sklearn
+fits (trends, threshold, calibration; milliseconds each) can run on copies off the per-step path, in the
+policies' ``refit`` (see ``ModelBased.prepare_refit``); the cheap ``shrink`` runs every few dozen steps.
 """
 
 from __future__ import annotations

@@ -51,9 +51,30 @@ def predicted_goodput(cond: Sequence[float], k: int, draft_per_token: float, ver
 
 def best_lookahead(cond: Sequence[float], draft_per_token: float, verify: Sequence[float], kmax: int) -> int:
     """The K in 0..kmax with the highest predicted goodput (the smaller K on ties)."""
-    scores = [predicted_goodput(cond, k, draft_per_token, verify) for k in range(kmax + 1)]
+    return argmax_goodput([predicted_goodput(cond, k, draft_per_token, verify) for k in range(kmax + 1)])
+
+
+def argmax_goodput(scores: Sequence[float]) -> int:
+    """The index of the highest score, the smaller one on ties (within 1e-12 relative)."""
     best = max(scores)
     return next(k for k, s in enumerate(scores) if s >= best * (1 - 1e-12))
+
+
+def goodput_table(cond: Sequence[float], draft_per_token: float, verify: Sequence[float],
+                  kmax: int) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """Per K in 0..kmax: ``expected_emitted``, ``step_seconds`` and ``predicted_goodput`` in one pass
+    (the same arithmetic, in the same order, as those functions one K at a time)."""
+    emitted, seconds, scores = [], [], []
+    total, reach, n = 1.0, 1.0, len(cond)
+    for k in range(kmax + 1):
+        if 0 < k <= n:
+            reach *= min(max(cond[k - 1], 0.0), 1.0)
+            total += reach
+        s = step_seconds(k, draft_per_token, verify)
+        emitted.append(total)
+        seconds.append(s)
+        scores.append(goodput(total, s))
+    return tuple(emitted), tuple(seconds), tuple(scores)
 
 
 def break_even_acceptance(k: int, c: float, verify_ratio: float = 1.0) -> float:

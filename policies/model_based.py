@@ -13,17 +13,22 @@ Positions beyond the chosen K are never observed, so with probability ``explore`
 or two more than the best K (learns the next positions; from K = 0 it keeps checking whether speculation
 pays again) or K = 0 (keeps the plain step's cost measured). Until ``warmup`` steps have run it cycles a
 few K (the first is kmax // 2) to measure costs across the range.
+
+The scikit-learn fits take milliseconds, so they stay off the per-step path: ``update`` only marks a
+domain due and ``refit`` (the sidecar's scheduler job) fits every due domain, in three phases so a lock
+guarding the policy is held only to copy sums and to swap results in (``prepare_refit``). Until refit is
+first called, or once ``overdue`` updates pass without one (no scheduler), update fits inline as due.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from policies import fit
 from policies.base import ArmStats, Decision, Outcome, Policy
-from policies.goodput import best_lookahead, expected_emitted, predicted_goodput, step_seconds
+from policies.goodput import argmax_goodput, goodput_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,22 +48,34 @@ class Prediction:
 
 class _Domain:
     """Sums kept with a growing weight (``scale``) instead of decaying every entry on every step; dividing
-    by ``scale`` gives the discounted sums. Renormalised at every refresh."""
+    by ``scale`` gives the discounted sums. Per-position counts go to histograms of how far each step got
+    (one add per step), folded into ``reached`` / ``accepted`` by ``settle``, which also renormalises."""
 
-    __slots__ = ("steps", "scale", "reached", "accepted", "weight", "draft", "verify", "pred", "decision",
-                 "next_refresh", "next_fit", "seen", "expected", "accept_trend", "cost_trend")
+    __slots__ = ("steps", "scale", "reached", "accepted", "reached_hist", "accepted_hist", "weight", "draft",
+                 "verify", "pred", "decision", "next_refresh", "next_fit", "fit_due", "seen", "expected",
+                 "accept_trend", "cost_trend")
 
     def __init__(self, kmax: int, first_fit: int):
         self.steps, self.scale, self.next_refresh, self.next_fit = 0, 1.0, first_fit, first_fit
+        self.fit_due = False  # the trends are due for a refit by the scheduler
         self.seen, self.expected = [0.0, 0.0], [0.0, 0.0]  # tokens, seconds since the last trend fit
         self.accept_trend: list[float] = []
         self.cost_trend: list[float] = []
         self.reached, self.accepted = [0.0] * kmax, [0.0] * kmax
+        # [n]: weight of steps that reached (were accepted at) exactly the first n positions
+        self.reached_hist, self.accepted_hist = [0.0] * (kmax + 1), [0.0] * (kmax + 1)
         self.weight, self.draft, self.verify = [0.0] * (kmax + 1), [0.0] * (kmax + 1), [0.0] * (kmax + 1)
         self.pred: Prediction | None = None
         self.decision: Decision | None = None
 
-    def rescale(self) -> None:
+    def settle(self) -> None:
+        """Fold the histograms into the per-position sums and renormalise to ``scale`` 1."""
+        for hist, sums in ((self.reached_hist, self.reached), (self.accepted_hist, self.accepted)):
+            run = 0.0
+            for n in range(len(sums), 0, -1):  # a step that got n positions far counts at 1..n
+                run += hist[n]
+                sums[n - 1] += run
+            hist[:] = [0.0] * len(hist)
         inv = 1.0 / self.scale
         for xs in (self.reached, self.accepted, self.weight, self.draft, self.verify):
             xs[:] = [x * inv for x in xs]
@@ -77,6 +94,7 @@ class ModelBased(Policy):
     from the predicted one by more than this log-ratio, so a change is followed at once while a steady
     domain pays for few fits.
     ``warmup``: steps of cycling K before the first fit. ``explore``: probability that a step is a probe.
+    ``overdue``: updates (all domains) without a ``refit`` call after which update fits inline again.
     ``clip``: a step costing more than ``clip`` times its predicted seconds (a GC pause, a preemption)
     counts as ``clip`` times. ``accept_prior`` / ``cost_prior``: pseudo-steps pulling each position / each
     K toward the fitted trend.
@@ -86,11 +104,13 @@ class ModelBased(Policy):
 
     def __init__(self, kmax: int = 8, seed: int | None = None, *, halflife: float = 300.0,
                  refresh_every: int = 50, refit_every: int = 500, warmup: int = 40, explore: float = 0.05,
-                 surprise: float = 0.25, clip: float = 4.0, accept_prior: float = 5.0, cost_prior: float = 5.0):
+                 surprise: float = 0.25, clip: float = 4.0, accept_prior: float = 5.0, cost_prior: float = 5.0,
+                 overdue: int = 100_000):
         super().__init__(kmax, seed)
         if not halflife > 0:
             raise ValueError(f"halflife must be positive, got {halflife!r}")
-        for label, value in (("refresh_every", refresh_every), ("refit_every", refit_every), ("warmup", warmup)):
+        for label, value in (("refresh_every", refresh_every), ("refit_every", refit_every), ("warmup", warmup),
+                             ("overdue", overdue)):
             if type(value) is not int or value < 1:
                 raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
         if refresh_every > 100 * halflife:  # the lazily grown weights would overflow between refreshes
@@ -107,6 +127,8 @@ class ModelBased(Policy):
         self.halflife, self.refresh_every, self.refit_every = float(halflife), refresh_every, refit_every
         self.warmup, self.explore = warmup, explore
         self.surprise, self.clip, self.accept_prior, self.cost_prior = surprise, clip, accept_prior, cost_prior
+        self.overdue = overdue
+        self._since_refit = math.inf  # updates since refit() last ran; over ``overdue``: fit inline
         self._growth = 2.0 ** (1.0 / self.halflife)
         self._cycle = tuple(dict.fromkeys((max(1, kmax // 2), kmax, 0, 1)))
         self._domains: dict[str, _Domain] = {}
@@ -124,32 +146,34 @@ class ModelBased(Policy):
 
     def update(self, domain: str, outcome: Outcome) -> "ModelBased":
         st = self._domains.get(domain) or self._new(domain)
-        k, w = outcome.lookahead, st.scale
+        self._since_refit += 1
+        k, w, kmax = outcome.lookahead, st.scale, self.kmax
         acc = min(outcome.accepted, k)
         st.scale *= self._growth
         st.steps += 1
         # Per-position counts stop at the first rejection: later drafted tokens were never verified.
-        reached, accepted = st.reached, st.accepted
-        for i in range(min(acc + 1, k, self.kmax)):
-            reached[i] += w
-        for i in range(min(acc, self.kmax)):
-            accepted[i] += w
-        if k <= self.kmax:
+        st.reached_hist[min(acc + 1, k, kmax)] += w
+        st.accepted_hist[min(acc, kmax)] += w
+        if k <= kmax:
             d, v = outcome.draft_seconds, outcome.verify_seconds
             pred = st.pred
             if pred is not None:
                 cap = self.clip * pred.seconds[k]
                 if d + v > cap > 0:
                     d, v = d * cap / (d + v), v * cap / (d + v)
-                st.seen[0] += outcome.emitted
-                st.seen[1] += d + v
-                st.expected[0] += pred.emitted[k]
-                st.expected[1] += pred.seconds[k]
+                seen, expected = st.seen, st.expected
+                seen[0] += outcome.emitted
+                seen[1] += d + v
+                expected[0] += pred.emitted[k]
+                expected[1] += pred.seconds[k]
             st.weight[k] += w
             st.draft[k] += w * d
             st.verify[k] += w * v
         if st.steps >= st.next_refresh:
-            self._refresh(st, st.steps >= st.next_fit or self._surprised(st))
+            due = st.fit_due or st.steps >= st.next_fit or self._surprised(st)
+            inline = due and self._since_refit > self.overdue  # nobody calls refit(): fit here
+            st.fit_due = due and not inline
+            self._refresh(st, inline)
         return self
 
     def _surprised(self, st: _Domain) -> bool:
@@ -159,27 +183,60 @@ class ModelBased(Policy):
         return abs(math.log(tokens * seconds_hat / (seconds * tokens_hat))) > self.surprise
 
     # -- fits ----------------------------------------------------------------------------------------
+    def refit(self) -> "ModelBased":
+        """Fit the trends of every due domain now (single-threaded callers; see ``prepare_refit``)."""
+        self.prepare_refit()()()
+        return self
+
+    def prepare_refit(self) -> Callable[[], Callable[[], None]]:
+        """Copy the sums of every due domain (call under the lock that guards the policy; microseconds).
+        Returns ``compute``: the scikit-learn fits on those copies, touching nothing shared (call without
+        the lock), which returns ``apply``: installs the trends and re-decides (call under the lock)."""
+        self._since_refit = 0
+        jobs = []
+        for domain, st in self._domains.items():
+            if st.fit_due:
+                st.fit_due = False
+                st.settle()
+                _, fixed = fit.fixed_cost_sums(st.weight, st.draft, st.verify)
+                self._fitted(st)
+                jobs.append((domain, st, list(st.reached), list(st.accepted), list(st.weight), fixed))
+
+        def compute() -> Callable[[], None]:
+            trends = [(domain, st, fit.acceptance_trend(reached, accepted), fit.cost_trend(weight, fixed))
+                      for domain, st, reached, accepted, weight, fixed in jobs]
+
+            def apply() -> None:
+                for domain, st, accept, cost in trends:
+                    if self._domains.get(domain) is st:  # not reset meanwhile
+                        st.accept_trend, st.cost_trend = accept, cost
+                        self._refresh(st, False)
+            return apply
+        return compute
+
+    def _fitted(self, st: _Domain) -> None:
+        st.next_fit = st.steps + min(self.refit_every, max(self.warmup, st.steps))  # doubling, then steady
+        st.seen, st.expected = [0.0, 0.0], [0.0, 0.0]
+
     def _refresh(self, st: _Domain, refit: bool) -> None:
         """Re-decide from the current sums; with ``refit``, first re-fit the trends they shrink toward."""
-        st.rescale()
+        st.settle()
+        st.next_refresh = st.steps + self.refresh_every
         per_token, fixed = fit.fixed_cost_sums(st.weight, st.draft, st.verify)
         if refit:
             st.accept_trend = fit.acceptance_trend(st.reached, st.accepted)
             st.cost_trend = fit.cost_trend(st.weight, fixed)
-            st.next_fit = st.steps + min(self.refit_every, max(self.warmup, st.steps))  # doubling, then steady
-            st.seen, st.expected = [0.0, 0.0], [0.0, 0.0]
+            self._fitted(st)
+        elif not st.accept_trend:  # no fit yet: stay in the warmup until the first one
+            return
         cond = tuple(fit.shrink(st.accepted, st.reached, st.accept_trend, self.accept_prior))
         verify = tuple(fit.shrink(fixed, st.weight, st.cost_trend, self.cost_prior))
-        ks = range(self.kmax + 1)
-        emitted = tuple(expected_emitted(cond, k) for k in ks)
-        seconds = tuple(step_seconds(k, per_token, verify) for k in ks)
-        scores = tuple(predicted_goodput(cond, k, per_token, verify) for k in ks)
-        best = best_lookahead(cond, per_token, verify, self.kmax)
+        emitted, seconds, scores = goodput_table(cond, per_token, verify, self.kmax)
+        best = argmax_goodput(scores)
         st.pred = Prediction(cond, per_token, verify, emitted, seconds, scores, best)
         shown = " ".join(f"{c:.2f}".removeprefix("0") for c in cond[: min(self.kmax, max(best, 1) + 1)])
         st.decision = self.decision(best, f"model: K={best} predicts {_rate(scores[best])} tok/s "
                                           f"(K=0 {_rate(scores[0])}), cond accept {shown}")
-        st.next_refresh = st.steps + self.refresh_every
 
     def _probe(self, pred: Prediction) -> Decision:
         best = pred.best

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting
 from policies.switch import Switch
@@ -16,17 +16,44 @@ class Switched(Policy):
         self.policy = policy
         self.switch = switch or Switch(seed=policy.seed)
         self.name = f"{policy.name}+switch"
+        # Per domain, the policy's last Decision and ours in its name: policies hand back the same object
+        # between refits, so most steps need no new one.
+        self._renamed: dict[str, tuple[Decision, Decision]] = {}
 
     def choose(self, domain: str) -> Decision:
         proposed = self.policy.choose(domain)
         k, why = self.switch.gate(domain, proposed.lookahead, fallback=max(1, self.kmax // 2))
-        if not why:
-            return Decision(proposed.lookahead, proposed.speculate, proposed.reason, self.name)
-        return Decision(k, k > 0, why, self.name)
+        if why:
+            return Decision(k, k > 0, why, self.name)
+        cached = self._renamed.get(domain)
+        if cached is not None and cached[0] is proposed:
+            return cached[1]
+        out = Decision(proposed.lookahead, proposed.speculate, proposed.reason, self.name)
+        self._renamed[domain] = (proposed, out)
+        return out
 
     def update(self, domain: str, outcome: Outcome) -> "Switched":
         self.policy.update(domain, outcome)
         self.switch.update(domain, outcome)
+        return self
+
+    @property
+    def has_refits(self) -> bool:
+        """Whether the wrapped policy has fits to run off the hot path (the switch has none)."""
+        inner = self.policy
+        return callable(getattr(inner, "prepare_refit", None)) or callable(getattr(inner, "refit", None))
+
+    def prepare_refit(self) -> Callable[[], Callable[[], None]]:
+        """The wrapped policy's (see ``ModelBased.prepare_refit``). A policy with only ``refit()`` runs it
+        whole in the last phase (under the lock); one without fits, nothing."""
+        prepare = getattr(self.policy, "prepare_refit", None)
+        if callable(prepare):
+            return prepare()
+        refit = getattr(self.policy, "refit", None)
+        return lambda: (refit if callable(refit) else _nothing)
+
+    def refit(self) -> "Switched":
+        self.prepare_refit()()()
         return self
 
     def warm_start(self, domain: str, history: Sequence[ArmStats], on: bool | None = None) -> "Switched":
@@ -39,3 +66,7 @@ class Switched(Policy):
 
     def __repr__(self) -> str:
         return f"Switched({self.policy!r})"
+
+
+def _nothing() -> None:
+    return None

@@ -300,3 +300,43 @@ def test_calibration_follows_a_changed_target_at_once():
     assert policy.acceptance("d", 0.95) > 0.85
     feed(policy, random.Random(7), 4, 150, scale=0.25)
     assert policy.acceptance("d", 0.95) < 0.7
+
+
+def test_once_refit_is_called_update_leaves_the_fits_to_it():
+    # Guards the split: with a scheduler calling refit() the calibration is fitted there, not in update;
+    # without one (the policy above, fed the same steps) update fits it inline.
+    policy = ConfidenceStop(kmax=4, seed=8).refit()
+    feed(policy, random.Random(8), 4, 400)
+    assert policy.limits_of("d") is None
+    policy.refit()
+    assert policy.limits_of("d") is not None and policy.acceptance("d", 0.99) > 0.9
+    assert gained(8, steps=400).limits_of("d") is not None
+
+
+def test_a_changed_target_is_still_followed_at_once_between_refits():
+    # The surprise refit (pooled acceptance, no isotonic fit) stays in update: the reaction to a target
+    # update does not wait for the scheduler. Same bar as above, with refit() called only before it.
+    policy = gained(6, steps=300)
+    policy.refit()
+    feed(policy, random.Random(7), 4, 150, scale=0.25)
+    assert policy.acceptance("d", 0.95) < 0.7
+
+
+def test_a_fit_copied_before_the_target_changed_is_dropped():
+    # Guards the epoch: the pairs copied by prepare_refit predate the change the window then forgot, so
+    # installing their fit would undo the surprise refit. Power: with no change in between, the same
+    # three phases do install their fit.
+    for changed in (True, False):
+        policy = gained(6, steps=300).refit()
+        feed(policy, random.Random(9), 4, 400)
+        st = policy._domains["d"]
+        assert st.due  # a full fit is due
+        compute, fits = policy.prepare_refit(), st.fits
+        if changed:  # the target changes while the fit is computed
+            feed(policy, random.Random(7), 4, 150, scale=0.25)
+            compute()()
+            assert policy.acceptance("d", 0.95) < 0.7
+        else:
+            feed(policy, random.Random(10), 4, 20)
+            compute()()
+            assert st.fits == fits + 1 and policy.acceptance("d", 0.95) > 0.85

@@ -52,11 +52,14 @@ class World:
         return out
 
 
-def run(policy, world, steps, domain="d"):
-    """Drive ``steps`` steps; the model's best K after each step."""
+def run(policy, world, steps, domain="d", refit_every=0):
+    """Drive ``steps`` steps; the model's best K after each step. ``refit_every``: call refit() every that
+    many steps, as the sidecar's scheduler does (0: never; the policy fits inline)."""
     best = []
-    for _ in range(steps):
+    for i in range(steps):
         policy.update(domain, world.step(policy.choose(domain).lookahead))
+        if refit_every and i % refit_every == 0:
+            policy.refit()
         pred = policy.prediction(domain)
         best.append(pred.best if pred else None)
     return best
@@ -90,33 +93,80 @@ def test_reason_reads_like_the_model():
     assert d.policy == "model-based" and d.speculate
 
 
+@pytest.mark.parametrize("refit_every", [0, 200])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_acceptance_collapse_turns_speculation_off_within_a_bound(seed):
+def test_acceptance_collapse_turns_speculation_off_within_a_bound(seed, refit_every):
     # Guards the discount: the old acceptance must fade. Position 1's estimate has to fall from .92 to the
     # break-even .25, i.e. old weight 2^(-t / 300) < .23: about 640 steps, plus at most one refresh gap
-    # (50). Measured 640-690 over seeds 0..5; bound 1000. Without the discount it never switches off.
+    # (50). Measured 640-690 over seeds 0..5, fitting inline or in refit() every 200 steps; bound 1000.
+    # Without the discount it never switches off.
     world = World(CLIFF, seed=seed)
     policy = ModelBased(seed=seed)
-    run(policy, world, 2000)
+    run(policy, world, 2000, refit_every=refit_every)
     world.cond, world.draft = COLLAPSED, 2.0
     assert world.best() == 0
-    best = run(policy, world, 1500)
+    best = run(policy, world, 1500, refit_every=refit_every)
     off = first(best, 0)
     assert off is not None and off < 1000
     assert best[-500:].count(0) >= 400  # and stays off (a refit may briefly flip to K = 1 at 84%)
 
 
+@pytest.mark.parametrize("refit_every", [0, 200])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_speculation_comes_back_when_acceptance_recovers(seed):
+def test_speculation_comes_back_when_acceptance_recovers(seed, refit_every):
     # Guards the probes from K = 0 (with explore=0, or probes that never draft from K = 0, it stays off
-    # forever). Measured 289-339 steps over seeds 0..5; bound 800.
+    # forever). Measured 289-339 steps over seeds 0..5 fitting inline; bound 800. Recovery takes a few
+    # trend fits, and each waits up to one refit gap: with refit() every 200 steps, measured 250-800 over
+    # seeds 0..5 (up to 1000 over 0..19); bound 800 + the gap.
     world = World(COLLAPSED, draft=2.0, seed=seed)
     policy = ModelBased(seed=seed)
-    assert run(policy, world, 1500)[-1] == 0
+    assert run(policy, world, 1500, refit_every=refit_every)[-1] == 0
     world.cond, world.draft = SMOOTH, 1.0
-    best = run(policy, world, 2500)
+    best = run(policy, world, 2500, refit_every=refit_every)
     back = first(best, 3)
-    assert back is not None and back < 800
+    assert back is not None and back < 800 + refit_every
+
+
+def test_once_refit_is_called_update_leaves_the_fits_to_it():
+    # Guards the split: after a first refit() (the scheduler is there) the first fit, due at step 40,
+    # waits for the next refit(), and update keeps cycling the warmup meanwhile. Without that first call
+    # (nobody refits) the same steps fit inline: the power of the first assertion.
+    world = World(SMOOTH, seed=6)
+    policy = ModelBased(seed=6, explore=0.0).refit()
+    run(policy, world, 300)
+    assert policy.prediction("d") is None and policy.choose("d").reason.startswith("warmup")
+    policy.refit()
+    assert policy.prediction("d") is not None and policy.choose("d").reason.startswith("model:")
+    inline = ModelBased(seed=6, explore=0.0)
+    run(inline, World(SMOOTH, seed=6), 300)
+    assert inline.prediction("d") is not None
+
+
+def test_fits_run_inline_again_once_refit_is_long_overdue():
+    # Guards the fallback for a stopped scheduler: ``overdue`` updates after the last refit() the due fit
+    # runs in update.
+    world = World(SMOOTH, seed=7)
+    policy = ModelBased(seed=7, overdue=100).refit()
+    best = run(policy, world, 300)
+    assert best[99] is None and best[150] is not None
+
+
+def test_a_refit_computed_off_the_lock_is_swapped_in_later():
+    # Guards the three phases: the copy taken by prepare_refit is fitted while updates go on (as on the
+    # scheduler thread), and apply installs it; a domain reset meanwhile is not resurrected.
+    world = World(SMOOTH, seed=8)
+    policy = ModelBased(seed=8, explore=0.0).refit()
+    run(policy, world, 100)
+    compute = policy.prepare_refit()
+    run(policy, world, 30)  # steps during the fit
+    assert policy.prediction("d") is None
+    compute()()
+    assert policy.prediction("d") is not None
+    run(policy, world, 60)
+    compute = policy.prepare_refit()
+    policy.reset("d")
+    compute()()
+    assert policy.prediction("d") is None
 
 
 def test_warm_start_gives_the_right_lookahead_from_the_first_step():
