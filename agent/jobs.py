@@ -1,7 +1,8 @@
 """The sidecar's periodic jobs on one APScheduler 3.11 BackgroundScheduler per process.
 
 flush (1 s): closed windows and queued events to the database; rollup (1 min); retention (1 h); policy refit
-(5 min, only when the policy has refits to run off the hot path); alerts (15 s: pending -> firing, re-sends
+(2 s, when the policy has fits to run off the hot path: they are what lets it follow a target update, and
+a run fits only the domains that fell due, milliseconds each); alerts (15 s: pending -> firing, re-sends
 every 60 s inside the alert manager). Every job: max_instances=1 (a slow run is never overlapped by the
 next), coalesce (a backlog runs once), and a misfire grace of one interval (a run later than that is
 superseded by the next one anyway), instead of APScheduler's default of 1 s that silently drops late runs.
@@ -33,7 +34,7 @@ class Intervals:
     flush: float = 1.0
     rollup: float = 60.0
     prune: float = 3600.0
-    refit: float = 300.0
+    refit: float = 2.0
     alerts: float = 15.0
 
     def __post_init__(self) -> None:

@@ -4,7 +4,12 @@
 trace anywhere), then counted in the store's window sums, the metrics, the drift watch and the policy.
 ``decide`` asks the policy (behind its on/off switch) for the next lookahead of a domain. Neither does I/O:
 switch transitions, decisions and version changes are queued and written by ``flush``, which the scheduler
-runs every second. Thread-safe: one lock, held only around the policy and the watch, which are not.
+runs every second; the policy's fits run in ``refit``, another scheduler job. Thread-safe: one lock, held
+only around the policy and the watch, which are not (and never during a fit's computation).
+
+Records without timing (draft and verify seconds both 0, as ``specwatch scrape`` makes: it cannot know
+costs) are stored, counted in metrics and watched, but not given to the policy: its goodput estimates
+are tokens per second of step time.
 """
 
 from __future__ import annotations
@@ -94,7 +99,12 @@ class Sidecar:
     def _feed(self, s: StepRecord) -> list | None:
         """Policy, watch and version log for one validated step (caller holds the lock); the findings."""
         key = self._key(s.domain)
-        self.policy.update(key, Outcome.of(s))
+        if s.draft_seconds or s.verify_seconds:  # untimed records would skew the policy's goodput
+            # Validated already: the fields have their types, so no conversion (Outcome.of) is needed.
+            mask, conf = s.accepted_mask, s.draft_confidence
+            self.policy.update(key, Outcome(
+                s.lookahead, s.accepted, s.emitted, s.draft_seconds, s.verify_seconds,
+                None if mask is None else tuple(mask), None if conf is None else tuple(conf)))
         found = None
         if self.watch is not None:
             found = self.watch.observe(s if key == s.domain else dataclasses.replace(s, domain=key))
@@ -195,14 +205,26 @@ class Sidecar:
 
     @property
     def can_refit(self) -> bool:
-        """Whether the policy has refits to run off the hot path (today's policies refit inline)."""
-        inner = getattr(self.policy, "policy", self.policy)
-        return callable(getattr(self.policy, "refit", None)) or callable(getattr(inner, "refit", None))
+        """Whether the policy has fits to run off the hot path (``refit``)."""
+        policy = self.policy
+        has = getattr(policy, "has_refits", None)  # a wrapper (Switched) answers for what it wraps
+        if has is not None:
+            return bool(has)
+        return callable(getattr(policy, "prepare_refit", None)) or callable(getattr(policy, "refit", None))
 
     def refit(self) -> None:
-        target = self.policy if callable(getattr(self.policy, "refit", None)) else self.policy.policy
+        """Run the policy's due fits: copy their inputs under the lock, fit without it (milliseconds of
+        scikit-learn; decide and record go on meanwhile), swap the results in under the lock."""
+        prepare = getattr(self.policy, "prepare_refit", None)
+        if not callable(prepare):
+            with self._lock:  # a policy with only refit(): all of it under the lock
+                self.policy.refit()
+            return
         with self._lock:
-            target.refit()
+            compute = prepare()
+        apply = compute()
+        with self._lock:
+            apply()
 
     def tick_alerts(self, now: float | None = None) -> None:
         """Advance the alert lifecycle (pending -> firing, re-sends, persistence) and export firing counts."""

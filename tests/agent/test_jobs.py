@@ -52,8 +52,11 @@ def wait_for(condition, timeout: float = 20.0) -> bool:
 
 
 def test_jobs_run_only_where_there_is_work_with_sane_options(store):
-    plain = Jobs(Sidecar(store, make("confidence-stop+switch")))
-    assert set(plain.jobs()) == {"flush", "rollup", "prune"}  # today's policies refit inline
+    plain = Jobs(Sidecar(store, make("heuristic+switch")))
+    assert set(plain.jobs()) == {"flush", "rollup", "prune"}  # nothing to fit
+    fitted = Jobs(Sidecar(store, make("confidence-stop+switch")))
+    assert set(fitted.jobs()) == {"flush", "rollup", "prune", "refit"}  # its fits run off the hot path
+    assert fitted.intervals.refit <= 5  # seconds: fits are what let a policy follow a target update
     wired = Jobs(Sidecar(store, Refitting(), alerts=FakeAlerts()), Intervals(refit=120))
     assert set(wired.jobs()) == {"flush", "rollup", "prune", "refit", "alerts"}
     wired.start()

@@ -218,3 +218,65 @@ def test_tick_alerts_exports_firing_counts_and_drift(store, clock):
     sidecar.flush()
     assert alerts.ticks == 1 and metrics.firing == [{"AcceptanceDrift": 1}]
     assert metrics.drift == {("code", "count"): 2}
+
+
+def test_records_without_timing_reach_everything_but_the_policy(store, clock):
+    # Scraped records (draft and verify seconds both 0: the scraper cannot know costs) would make the
+    # policy's goodput estimates infinite; they are still stored, counted and watched.
+    policy, metrics, watch = Spy(), FakeMetrics(), FakeWatch()
+    sidecar = Sidecar(store, policy, metrics=metrics, watch=watch, clock=clock)
+    untimed = step("code", 4, 3, T0 + 1, draft_s=0.0, verify_s=0.0)
+    plain = step("code", 0, 0, T0 + 2, draft_s=0.0, verify_s=0.010)  # timed: verify only, as K = 0 is
+    sidecar.record_many([untimed, plain])
+    sidecar.record(step("code", 4, 1, T0 + 3, draft_s=0.0, verify_s=0.0))
+    assert [(o.lookahead, o.verify_seconds) for _, o in policy.updates] == [(0, 0.010)]
+    assert len(metrics.observed) == 3 and len(watch.seen) == 3
+    sidecar.flush(math.inf)
+    assert totals(store) == {"code": 3}
+
+
+class SlowFit(Spy):
+    """Fits in three phases; ``compute`` waits for ``release`` (a fit taking as long as the test likes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.computing, self.release = threading.Event(), threading.Event()
+        self.applied_under_lock: bool | None = None
+        self.lock: threading.Lock | None = None
+
+    def prepare_refit(self):
+        def compute():
+            self.computing.set()
+            assert self.release.wait(10)
+            return lambda: setattr(self, "applied_under_lock", self.lock.locked())
+        return compute
+
+
+def test_refit_computes_without_the_lock_and_swaps_under_it(store, clock):
+    policy = SlowFit()
+    sidecar = Sidecar(store, policy, clock=clock)
+    policy.lock = sidecar._lock
+    assert sidecar.can_refit
+    fitting = threading.Thread(target=sidecar.refit)
+    fitting.start()
+    try:
+        assert policy.computing.wait(10)
+        decided = threading.Thread(target=lambda: (sidecar.decide("code"), sidecar.record(step("code", 4, 2, T0))))
+        decided.start()
+        decided.join(5)
+        assert not decided.is_alive()  # request threads went on while the fit was being computed
+    finally:
+        policy.release.set()
+        fitting.join(10)
+    assert policy.applied_under_lock is True and len(policy.updates) == 1
+
+
+def test_refit_job_of_a_switched_policy_reaches_its_fits(store, clock):
+    policy = make("model-based+switch", seed=0)
+    sidecar = Sidecar(store, policy, clock=clock)
+    assert sidecar.can_refit and not Sidecar(store, make("heuristic+switch"), clock=clock).can_refit
+    sidecar.refit()  # the scheduler is there: fits wait for it
+    sidecar.record_many([step("code", k, min(k, 2), T0 + i * 0.01) for i, k in enumerate([4, 8, 0, 1] * 20)])
+    assert policy.policy.prediction("code") is None
+    sidecar.refit()
+    assert policy.policy.prediction("code") is not None
