@@ -22,6 +22,7 @@ class Finding:
     severity: str  # "warning" | "critical"
     annotations: dict[str, str] = field(default_factory=dict)
     detector: str = ""
+    resolves: bool = False  # the condition is over: resolve the domain's alert of this name instead
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,6 +97,9 @@ class AlertManager:
         detector = getattr(finding, "detector", "")
         if detector:
             annotations.setdefault("detector", detector)
+        if getattr(finding, "resolves", False):
+            self.resolve(finding.alertname, finding.domain, annotations)
+            return
         self.fire(finding.alertname, finding.domain, getattr(finding, "severity", None), annotations)
 
     # -- scheduler thread ----------------------------------------------------------------------------

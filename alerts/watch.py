@@ -26,7 +26,7 @@ from agent.records import StepRecord
 from alerts.breakeven import BreakEven, BreakEvenConfig
 from alerts.detectors import ADWINConfig, CUSUMConfig, ExpectedCUSUMConfig, ExpectedSPRT, SPRTConfig
 from alerts.detectors.checks import check_count, check_positive
-from alerts.detectors.sprt import SequentialTest
+from alerts.detectors.sprt import NO_DROP, SequentialTest
 from alerts.findings import Finding, Speed, breakeven_finding, drift_finding, stale_finding
 from alerts.lineage import Lineage
 
@@ -68,7 +68,7 @@ class WatchConfig:
 
 class _Domain:
     __slots__ = ("lineages", "current", "target", "draft_version", "breakeven", "draft", "drafted", "verify",
-                 "steps")
+                 "steps", "stale")
 
     def __init__(self, config: WatchConfig):
         self.lineages: dict[tuple[str, str], Lineage] = {}
@@ -77,6 +77,8 @@ class _Domain:
         self.breakeven = BreakEven(config.breakeven) if config.breakeven is not None else None
         # faded sums over timed speculative steps: the cost ratio c and the mean lookahead
         self.draft = self.drafted = self.verify = self.steps = 0.0
+        # (version pair, acceptance before, after) of the last StaleDraft finding, until a later pair recovers
+        self.stale: tuple[tuple[str, str], float, float] | None = None
 
     def speed(self) -> Speed:
         k = max(1, round(self.drafted / self.steps)) if self.steps else 0
@@ -124,6 +126,10 @@ class DriftWatch:
         if values is not None:
             values = values[: accepted + rejected]
         fired = lineage.observe(accepted, rejected, values)
+        if d.stale is not None and d.stale[0] != lineage.versions:
+            cleared = self._cleared(record.domain, d, lineage)
+            if cleared is not None:
+                out.append(cleared)
         if not fired:
             return out
         test = lineage.test
@@ -132,6 +138,7 @@ class DriftWatch:
             expected = (test.reference, test.mean) if isinstance(test, ExpectedSPRT) else None
             out.append(stale_finding(record.domain, lineage.before, lineage.flags.mean, test.observations,
                                      lineage.origin, lineage.versions, d.speed(), lineage.since, expected))
+            d.stale = (lineage.versions, lineage.before, lineage.flags.mean)
         if fired:  # one finding for the change, naming every detector that confirmed it
             change = fired[0].change  # flag detectors come first: their numbers are acceptance proper
             out.append(drift_finding(record.domain, "+".join(f.name for f in fired), change.before, change.after,
@@ -154,6 +161,21 @@ class DriftWatch:
         d.lineages[key] = lineage
         d.current, (d.target, d.draft_version) = lineage, key
         return lineage
+
+    @staticmethod
+    def _cleared(domain: str, d: _Domain, lineage: Lineage) -> Finding | None:
+        """A later version pair (a re-distilled draft, a rolled-back target) ends the StaleDraft condition when
+        its test against the stale pair concluded "no drop" and its acceptance has come back at least half way
+        from the stale level to the one before (no drop from a stale level alone is no recovery)."""
+        test = lineage.test
+        _, before, after = d.stale
+        if test is None or test.decision != NO_DROP or lineage.flags.mean < after + 0.5 * (before - after):
+            return None
+        d.stale = None
+        target, draft = lineage.versions
+        return Finding("StaleDraft", domain, "info", {
+            "resolved_by": f"target {target}, draft {draft}",
+            "acceptance_after": f"{lineage.flags.mean:.3f}"}, "stale-draft", resolves=True)
 
     def version_test(self, domain: str) -> SequentialTest | None:
         """The stale-draft test of the domain's current versions (None before any version change)."""

@@ -63,6 +63,36 @@ def test_no_stale_draft_on_a_version_change_without_a_drop():
     assert lineage.test.decision == NO_DROP and lineage.origin == ("t1", "d1")
 
 
+@pytest.mark.parametrize("fresh, resolved", [(0.88, True), (0.45, False)], ids=["recovered", "still-stale"])
+def test_a_later_pair_that_recovers_resolves_stale_draft(fresh, resolved):
+    # 0.9 -> 0.4 on target t2 fires StaleDraft; a re-distilled draft d2 back at 0.88 resolves it, one at 0.45
+    # (no drop from the stale level, but no recovery either) must not: "no drop" alone is not a recovery.
+    rng = random.Random(7)
+    records = versions_stream(7, 0.9, 0.4)
+    records += [step(rng, fresh, target="t2", draft="d2") for _ in range(2000)]
+    found = run(DriftWatch(), records)
+    assert [f.alertname for _, f in found][0] == "StaleDraft" and not found[0][1].resolves
+    ends = [(i, f) for i, f in found if f.resolves]
+    if not resolved:
+        assert ends == []
+        return
+    (i, end), = ends
+    assert 4000 <= i <= 4100 and end.alertname == "StaleDraft" and end.domain == "logs"
+    assert end.annotations["resolved_by"] == "target t2, draft d2"
+
+
+def test_a_resolving_finding_resolves_the_alert():
+    from alerts.manager import AlertManager
+
+    manager = AlertManager([], pod="p")
+    manager.handle(Finding("StaleDraft", "logs", "warning", {"summary": "stale"}))
+    manager.tick()
+    assert [a.labels["alertname"] for a in manager.alerts("firing")] == ["StaleDraft"]
+    manager.handle(Finding("StaleDraft", "logs", "info", {}, resolves=True))
+    manager.tick()
+    assert manager.alerts("firing") == [] and manager.alerts("resolved")[0].labels["severity"] == "warning"
+
+
 def test_stale_draft_on_a_new_draft_names_both_drafts_and_is_critical_when_slower_than_plain():
     rng = random.Random(3)
     slow = (0.04, 0.01)  # c = 1 per drafted token: at acceptance 0.3 speculation loses
