@@ -13,6 +13,7 @@ It is also the JSON body of ``POST /v1/steps``.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -76,6 +77,12 @@ class StepRecord:
 
     def validate(self, max_lookahead: int | None = None, max_domain_length: int = 64) -> "StepRecord":
         """Check the record is self-consistent; raise RecordError naming the first bad field."""
+        if _plainly_valid(self, max_lookahead, max_domain_length):  # the hot path's common case
+            return self
+        return self._check(max_lookahead, max_domain_length)
+
+    def _check(self, max_lookahead: int | None, max_domain_length: int) -> "StepRecord":
+        """Field by field, in the order errors are reported."""
         _check_text("domain", self.domain, max_domain_length)
         _check_text("target_version", self.target_version, 128)
         _check_text("draft_version", self.draft_version, 128)
@@ -94,7 +101,6 @@ class StepRecord:
         if self.accepted_mask is not None:
             mask = self.accepted_mask
             _check_list("accepted_mask", mask, self.lookahead)
-            # The common case in C-level calls: the hot path validates every record.
             if mask != [1] * self.accepted + [0] * (self.lookahead - self.accepted) or not _INT.issuperset(
                     map(type, mask)):
                 if any(type(v) is not int or v not in (0, 1) for v in mask):
@@ -118,6 +124,46 @@ REQUIRED = frozenset(
 
 _INT = frozenset((int,))
 _NUMBER = frozenset((int, float))  # not bool: type(True) is bool
+_MAX = sys.float_info.max  # x <= _MAX also rules out NaN, inf and ints too large for a float
+_MASKS: dict[tuple[int, int], list[int]] = {}  # (lookahead, accepted) -> the only valid accepted_mask
+
+
+def _plainly_valid(r: StepRecord, max_lookahead: int | None, max_domain_length: int) -> bool:
+    """True when every check of ``validate`` passes, tested in one pass of plain comparisons and C-level
+    calls, with no message built. False sends the record to the field-by-field checks (which may still
+    pass it, e.g. a str subclass): this only ever accepts what they accept."""
+    k, a, e = r.lookahead, r.accepted, r.emitted
+    if not (type(k) is int and type(a) is int and type(e) is int and 0 <= a <= k and 1 <= e <= a + 1
+            and (max_lookahead is None or k <= max_lookahead)):
+        return False
+    d, t, v = r.domain, r.target_version, r.draft_version
+    if not (type(d) is str and type(t) is str and type(v) is str and 0 < len(d) <= max_domain_length
+            and 0 < len(t) <= 128 and 0 < len(v) <= 128 and d.isprintable() and t.isprintable()
+            and v.isprintable()):
+        return False
+    ds, vs, ts = r.draft_seconds, r.verify_seconds, r.timestamp
+    if not (type(ds) in _NUMBER and type(vs) in _NUMBER and 0 <= ds <= _MAX and 0 <= vs <= _MAX
+            and (ts is None or type(ts) in _NUMBER and 0 <= ts <= _MAX)):
+        return False
+    for text in (r.pod, r.request_id):
+        if text is not None and not (type(text) is str and 0 < len(text) <= 128 and text.isprintable()):
+            return False
+    mask = r.accepted_mask
+    if mask is not None:
+        valid = _MASKS.get((k, a))
+        if valid is None:
+            valid = _MASKS[(k, a)] = [1] * a + [0] * (k - a) if len(_MASKS) < 4096 else None
+        if not (type(mask) is list and mask == valid and _INT.issuperset(map(type, mask))):
+            return False
+    for values in (r.expected_acceptance, r.draft_confidence):
+        if values is not None:
+            if not (type(values) is list and len(values) == k):
+                return False
+            if values:
+                total = sum(values) if _NUMBER.issuperset(map(type, values)) else math.nan
+                if not (total == total and 0.0 <= min(values) and max(values) <= 1.0):  # not NaN
+                    return False
+    return True
 
 
 def _is_number(v: Any) -> bool:

@@ -60,3 +60,49 @@ def test_emitted_is_at_most_accepted_plus_the_bonus_token():
 def test_batch_items_must_be_records():
     with pytest.raises(RecordError, match=r"record 1: record: must be a StepRecord, got dict"):
         validate_batch([StepRecord(**GOOD), dict(GOOD)])
+
+
+def test_the_fast_path_accepts_only_what_the_field_checks_accept():
+    # validate() passes the common valid record in one pass and sends anything else to the field-by-field
+    # checks. Over valid records and single-field mutations (the ones above plus values a quick check could
+    # miss: NaN past the first entry, bools and floats in the mask, ints too large for a float, str
+    # subclasses), the fast path must never pass a record the field checks reject, and must pass the valid
+    # ones (else it is no fast path).
+    from agent.records import _plainly_valid
+
+    class Text(str):
+        pass
+
+    nan, inf = float("nan"), float("inf")
+    mutations = [
+        {}, {"domain": ""}, {"domain": "x" * 65}, {"domain": "a\nb"}, {"domain": Text("code")},
+        {"target_version": None}, {"draft_version": "v" * 129}, {"lookahead": -1}, {"lookahead": 2.0},
+        {"lookahead": True}, {"accepted": 4}, {"accepted": -1}, {"emitted": 0}, {"emitted": 3},
+        {"draft_seconds": nan}, {"draft_seconds": inf}, {"verify_seconds": -1}, {"verify_seconds": 10**400},
+        {"draft_seconds": True}, {"draft_seconds": 0}, {"timestamp": nan}, {"timestamp": -1.0}, {"pod": ""},
+        {"pod": "p\tq"}, {"request_id": 7}, {"accepted_mask": [1, 0]}, {"accepted_mask": [0, 1, 0]},
+        {"accepted_mask": [1, 0, 2]}, {"accepted_mask": [True, 0, 0]}, {"accepted_mask": [1.0, 0, 0]},
+        {"accepted_mask": (1, 0, 0)}, {"expected_acceptance": [0.9, nan, 0.1]},
+        {"expected_acceptance": [0.9, 1.2, 0.1]}, {"expected_acceptance": [0.9, -0.0, inf]},
+        {"draft_confidence": [0.1, 0.2]}, {"draft_confidence": [0.1, True, 0.2]},
+        {"draft_confidence": [0.1, "0.2", 0.3]}, {"draft_confidence": [1, 0, 1]},
+        {"lookahead": 0, "accepted": 0, "emitted": 1, "accepted_mask": [], "expected_acceptance": [],
+         "draft_confidence": []},
+        {"accepted_mask": None, "expected_acceptance": None, "draft_confidence": None, "timestamp": None,
+         "pod": None},
+    ]
+    slow_only = []
+    for change in mutations:
+        for limits in ((None, 64), (2, 64), (8, 4)):
+            record = StepRecord(**{**GOOD, **change})
+            try:
+                record._check(*limits)
+                ok = True
+            except (RecordError, OverflowError):
+                ok = False
+            if _plainly_valid(record, *limits):
+                assert ok, (change, limits)
+            elif ok:
+                slow_only.append(change)
+    # Every other valid record above takes the fast path.
+    assert slow_only == [{"domain": Text("code")}] * 2
