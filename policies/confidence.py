@@ -40,7 +40,7 @@ _FRESH = (0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0)  # ``_Domain.since`` before any
 
 class _Domain:
     __slots__ = ("conf", "acc", "pos", "threshold", "table", "limits", "steps", "next_fit", "sums", "fits",
-                 "cost", "since", "spec", "cache", "due", "epoch")
+                 "cost", "since", "spec", "cache", "due", "epoch", "lookup")
 
     def __init__(self, window: int, threshold: float, first_fit: int):
         self.conf: deque[float] = deque(maxlen=window)
@@ -48,6 +48,8 @@ class _Domain:
         self.pos: deque[int] = deque(maxlen=window)
         self.threshold, self.steps, self.next_fit, self.fits = threshold, 0, first_fit, 0
         self.table: list[float] | None = None  # gain rule: P(accept | confidence bin)
+        # gain rule, for the watch: the table and p (1 - p) per bin, one more bin for a confidence of 1
+        self.lookup: tuple[list[float], list[float]] | None = None
         self.limits: list[float] | None = None  # gain rule: stop after token j when P_all(j) < limits[j]
         # gain rule, pairs since the fit (None: refit due): count, sum p(1 - p), residual accepted - sum p,
         # its running max and min, each with the count and sum p(1 - p) there
@@ -55,7 +57,8 @@ class _Domain:
         self.spec = [0.0, 0.0, 0.0]  # gain rule, decayed over steps drafted under it: steps, emitted, seconds
         self.cost = 0.0  # gain rule: marginal seconds of a drafted token x goodput, in tokens
         self.sums = [0.0, 0.0, 0.0, 0.0]  # decayed: draft seconds, drafted tokens, emitted, step seconds
-        self.cache: tuple[Decision | None, int, Decision] | None = None
+        # ours by the base's Decision (its id; the object is kept alive in the value) for the current fit
+        self.cache: dict[int, tuple[Decision | None, Decision]] = {}
         self.due = False  # a fit is due at the next refit()
         self.epoch = 0  # bumped when the window forgets a changed target: fits computed before are stale
 
@@ -121,10 +124,10 @@ class ConfidenceStop(Policy):
             veto = self._veto(domain, st)
             if veto is not None:
                 return veto
-        cached = st.cache
-        # Base policies hand back the same Decision object between refits; reuse ours then.
-        if cached is not None and cached[0] is inner and cached[1] == st.fits:
-            return cached[2]
+        # Base policies hand back the same few Decision objects between refits; reuse ours then.
+        cached = st.cache.get(id(inner))
+        if cached is not None and cached[0] is inner:
+            return cached[1]
         k = inner.lookahead if inner is not None else self.kmax
         head = inner.reason if inner is not None else f"K={k} (no base policy)"
         if st.limits is None:
@@ -134,7 +137,9 @@ class ConfidenceStop(Policy):
             k = self.kmax if k > 0 else 0
             out = self.decision(k, f"{head}; draft up to K={k}, stop when P(all accepted) x next acceptance "
                                    f"< {st.cost:.2f} (a drafted token's cost in tokens)")
-        st.cache = (inner, st.fits, out)
+        if len(st.cache) >= 8:  # a base hands out a handful at a time; older ones are gone
+            st.cache.clear()
+        st.cache[id(inner)] = (inner, out)
         return out
 
     def _veto(self, domain: str, st: _Domain) -> Decision | None:
@@ -190,17 +195,27 @@ class ConfidenceStop(Policy):
         """Check the calibration on the pairs logged since its fit: when their accepted count strays from
         the calibrated expectation by over ``surprise`` standard deviations (the target changed), forget
         the pairs before the change and refit on the new ones rather than mix two targets in one window."""
-        table, bins, since = st.table, self.bins, st.since
+        (p_of, var_of), bins, since = st.lookup, self.bins, st.since
         count, var, resid, hi, hi_at, hi_var, lo, lo_at, lo_var = since
-        for i in range(n):
-            j = int(conf[i] * bins)
-            p = table[j] if j < bins else table[-1]
-            count += 1
-            var += p * (1.0 - p)
-            resid += (i < acc) - p
+        bin_of = [int(c * bins) for c in conf[:n]]
+        if max(bin_of) > bins:  # a confidence above 1 (never from a validated record): the last bin
+            bin_of = [min(j, bins) for j in bin_of]
+        # The accepted pairs come first and each raises the residual accepted - sum p (by 1 - p), so its
+        # running peak among them is after the last one; then at most one rejected pair lowers it.
+        a = acc if acc < n else n
+        if a:
+            accepted = bin_of[:a]
+            count += a
+            var += sum(map(var_of.__getitem__, accepted))
+            resid += a - sum(map(p_of.__getitem__, accepted))
             if resid > hi:
                 hi, hi_at, hi_var = resid, count, var
-            elif resid < lo:
+        if a < n:
+            j = bin_of[a]
+            count += 1
+            var += var_of[j]
+            resid -= p_of[j]
+            if resid < lo:
                 lo, lo_at, lo_var = resid, count, var
         since[:] = count, var, resid, hi, hi_at, hi_var, lo, lo_at, lo_var
         # CUSUM: the pairs after the running residual's peak (trough) are the evidence of a fall (rise).
@@ -285,7 +300,9 @@ class ConfidenceStop(Policy):
         _, conf, acc, pos, pooled, marginal, rate = plan
         table = fit.calibration_table(conf, acc, self.bins) if pooled is None else [pooled] * self.bins
         limits = stop_limits(fit.position_rates(pos, acc, self.kmax), marginal, rate)
-        return "gain", table, limits, marginal * rate, pooled is None
+        padded = table + table[-1:]
+        lookup = padded, [p * (1.0 - p) for p in padded]
+        return "gain", table, limits, marginal * rate, pooled is None, lookup
 
     @staticmethod
     def _install(st: _Domain, result: tuple[Any, ...]) -> None:
@@ -294,9 +311,10 @@ class ConfidenceStop(Policy):
                 return
             st.threshold = result[1]
         else:
-            _, st.table, st.limits, st.cost, full = result
+            _, st.table, st.limits, st.cost, full, st.lookup = result
             st.since = list(_FRESH) if full else None
         st.fits += 1
+        st.cache = {}  # the reasons quote the fit
 
     def _prediction(self, domain: str):
         """The base's latest fit if it has step seconds and goodput by K (as ``ModelBased.prediction``)."""

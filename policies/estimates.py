@@ -27,13 +27,18 @@ class DecayingSums:
             self._nn, self._dd, self._nd, self._at = self._nn * f, self._dd * f, self._nd * f, step
 
     def add(self, step: int, numerator: float, denominator: float) -> None:
-        self._decay(step)
-        self._n += 1.0
-        self._num += numerator
-        self._den += denominator
-        self._nn += numerator * numerator
-        self._dd += denominator * denominator
-        self._nd += numerator * denominator
+        # The decay written out (the same arithmetic as ``_decay`` then adding): this runs several times a step.
+        f = 1.0
+        if step != self._at:
+            elapsed = step - self._at
+            f = self._one if elapsed == 1 else math.exp2(-elapsed / self.halflife)
+            self._at = step
+        self._n = self._n * f + 1.0
+        self._num = self._num * f + numerator
+        self._den = self._den * f + denominator
+        self._nn = self._nn * f + numerator * numerator
+        self._dd = self._dd * f + denominator * denominator
+        self._nd = self._nd * f + numerator * denominator
 
     def seed(self, step: int, weight: float, numerator: float, denominator: float,
              max_halflives: float = 2.0) -> None:
@@ -60,16 +65,17 @@ class DecayingSums:
 
     def stderr(self, step: int) -> float:
         """Standard error of ``ratio`` by the delta method: sqrt(Var(num - R den) / n) / mean(den)."""
-        return self.stats(step)[2]
-
-    def stats(self, step: int) -> tuple[float, float, float]:
-        """``(weight, ratio, stderr)`` at ``step`` in one call (the switch reads all three every step)."""
         self._decay(step)
         n, den = self._n, self._den
-        if den <= 0:
-            return n, 0.0, math.inf
+        if n <= 1 or den <= 0:
+            return math.inf
         r = self._num / den
-        if n <= 1:
-            return n, r, math.inf
         resid = (self._nn - 2 * r * self._nd + r * r * self._dd) / n  # E[(num - R den)^2]
-        return n, r, math.sqrt(max(resid, 0.0) / (n - 1)) / (den / n)
+        return math.sqrt(max(resid, 0.0) / (n - 1)) / (den / n)
+
+    def read(self, step: int) -> tuple[float, float]:
+        """``(weight, ratio)`` at ``step`` in one call (the switch reads both every step)."""
+        if step != self._at:
+            self._decay(step)
+        den = self._den
+        return self._n, (self._num / den if den > 0 else 0.0)

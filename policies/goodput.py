@@ -65,15 +65,15 @@ def goodput_table(cond: Sequence[float], draft_per_token: float, verify: Sequenc
     """Per K in 0..kmax: ``expected_emitted``, ``step_seconds`` and ``predicted_goodput`` in one pass
     (the same arithmetic, in the same order, as those functions one K at a time)."""
     emitted, seconds, scores = [], [], []
-    total, reach, n = 1.0, 1.0, len(cond)
+    total, reach, n, last = 1.0, 1.0, len(cond), len(verify) - 1
     for k in range(kmax + 1):
         if 0 < k <= n:
             reach *= min(max(cond[k - 1], 0.0), 1.0)
             total += reach
-        s = step_seconds(k, draft_per_token, verify)
+        s = k * draft_per_token + verify[min(k, last)]
         emitted.append(total)
         seconds.append(s)
-        scores.append(goodput(total, s))
+        scores.append(total / s if s > 0 else 0.0)
     return tuple(emitted), tuple(seconds), tuple(scores)
 
 

@@ -52,7 +52,7 @@ class _Domain:
     (one add per step), folded into ``reached`` / ``accepted`` by ``settle``, which also renormalises."""
 
     __slots__ = ("steps", "scale", "reached", "accepted", "reached_hist", "accepted_hist", "weight", "draft",
-                 "verify", "pred", "decision", "next_refresh", "next_fit", "fit_due", "seen", "expected",
+                 "verify", "pred", "decision", "probes", "next_refresh", "next_fit", "fit_due", "seen", "expected",
                  "accept_trend", "cost_trend")
 
     def __init__(self, kmax: int, first_fit: int):
@@ -67,6 +67,7 @@ class _Domain:
         self.weight, self.draft, self.verify = [0.0] * (kmax + 1), [0.0] * (kmax + 1), [0.0] * (kmax + 1)
         self.pred: Prediction | None = None
         self.decision: Decision | None = None
+        self.probes: dict[int, Decision] = {}  # probe decisions by K, for the current prediction
 
     def settle(self) -> None:
         """Fold the histograms into the per-position sums and renormalise to ``scale`` 1."""
@@ -141,7 +142,7 @@ class ModelBased(Policy):
             return self.decision(k, f"warmup: cycling K over {','.join(map(str, self._cycle))} to measure "
                                     f"acceptance and costs ({st.steps}/{self.warmup} steps)")
         if self.explore and self._rng.random() < self.explore:
-            return self._probe(st.pred)
+            return self._probe(st)
         return st.decision
 
     def update(self, domain: str, outcome: Outcome) -> "ModelBased":
@@ -233,20 +234,24 @@ class ModelBased(Policy):
         verify = tuple(fit.shrink(fixed, st.weight, st.cost_trend, self.cost_prior))
         emitted, seconds, scores = goodput_table(cond, per_token, verify, self.kmax)
         best = argmax_goodput(scores)
-        st.pred = Prediction(cond, per_token, verify, emitted, seconds, scores, best)
+        st.pred, st.probes = Prediction(cond, per_token, verify, emitted, seconds, scores, best), {}
         shown = " ".join(f"{c:.2f}".removeprefix("0") for c in cond[: min(self.kmax, max(best, 1) + 1)])
         st.decision = self.decision(best, f"model: K={best} predicts {_rate(scores[best])} tok/s "
                                           f"(K=0 {_rate(scores[0])}), cond accept {shown}")
 
-    def _probe(self, pred: Prediction) -> Decision:
+    def _probe(self, st: _Domain) -> Decision:
+        pred = st.pred
         best = pred.best
         options = [k for k in (best + 1, best + 2) if k <= self.kmax] + ([0] if best > 0 else [])
         if options == [0]:
             options.append(best - 1)
         k = self._rng.choice(options)
-        what = "the plain-step cost" if k == 0 else f"acceptance up to position {k}"
-        return self.decision(k, f"probe: K={k} measures {what}; model best K={best} "
-                                f"({_rate(pred.goodput[best])} tok/s)")
+        decision = st.probes.get(k)
+        if decision is None:  # the same object until the next refresh, so wrappers can reuse theirs
+            what = "the plain-step cost" if k == 0 else f"acceptance up to position {k}"
+            decision = st.probes[k] = self.decision(k, f"probe: K={k} measures {what}; model best K={best} "
+                                                       f"({_rate(pred.goodput[best])} tok/s)")
+        return decision
 
     def _new(self, domain: str) -> _Domain:
         st = self._domains[domain] = _Domain(self.kmax, self.warmup)

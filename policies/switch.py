@@ -123,7 +123,7 @@ class Switch:
 
         ``fallback`` is the K a probe uses when the policy proposes 0 and no speculative arm is known.
         """
-        s = self._state(domain)
+        s = self._domains.get(domain) or self._state(domain)
         cfg = self.config
         if s.on:
             base = s.arms.get(0)
@@ -170,19 +170,20 @@ class Switch:
                     return self._flip(domain, s, False, self._collapse_reason(s))
         else:
             s.since_baseline = 0
-        # Each estimate is read once per step (weight, goodput and its standard error in one call), in the
-        # same order as always: a sum decayed at every step keeps the same rounding.
+        # Each estimate is read once per step (weight and goodput in one call), in the same order as always:
+        # a sum decayed at every step keeps the same rounding. Standard errors only where a point estimate
+        # already favours a transition (the noise term can only hold one back).
         sums = s.speculative if s.on else s.probes
-        spec = spec_se = None
+        spec = None
         if sums is not None:
-            weight, spec, spec_se = sums.stats(step)
+            weight, spec = sums.read(step)
             if weight < cfg.min_samples:
                 spec = None
         baseline = s.arms.get(0)
         if baseline is None:
             s.streak = 0
             return self
-        weight, base, base_se = baseline.stats(step)
+        weight, base = baseline.read(step)
         if weight < cfg.min_baseline:
             s.streak = 0
             return self
@@ -201,18 +202,22 @@ class Switch:
         if s.on:
             # A large loss shows within a few dozen steps on the fast memory; a small one only on the slow.
             bar = (1 - cfg.margin_off) * base
-            weight, g, se = s.speculative_slow.stats(step)
-            losing = (spec < bar - cfg.confidence * math.hypot(spec_se, base_se)
-                      or weight >= cfg.min_samples and g < bar - cfg.confidence * math.hypot(se, base_se))
+            weight, slow = s.speculative_slow.read(step)
+            losing = False
+            if spec < bar or (weight >= cfg.min_samples and slow < bar):
+                base_se = baseline.stderr(step)
+                losing = (spec < bar - cfg.confidence * math.hypot(sums.stderr(step), base_se)
+                          or weight >= cfg.min_samples
+                          and slow < bar - cfg.confidence * math.hypot(s.speculative_slow.stderr(step), base_se))
             s.suspect = spec < bar
             s.streak = s.streak + 1 if losing else 0
             if s.streak >= cfg.dwell:
                 self._flip(domain, s, False, f"off: speculative steps give {spec:.0f} tok/s < K=0 "
                                              f"{base:.0f} tok/s for {cfg.dwell} steps")
         else:
-            noise = cfg.confidence * math.hypot(spec_se, base_se)
             s.suspect = spec > (1 + cfg.margin_on) * base
-            paying = spec > (1 + cfg.margin_on) * base + noise
+            paying = s.suspect and spec > (1 + cfg.margin_on) * base + cfg.confidence * math.hypot(
+                sums.stderr(step), baseline.stderr(step))
             s.streak = s.streak + 1 if paying else 0
             if s.streak >= cfg.dwell:
                 self._flip(domain, s, True, f"on: probes give {spec:.0f} tok/s > K=0 {base:.0f} "

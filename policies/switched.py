@@ -16,20 +16,22 @@ class Switched(Policy):
         self.policy = policy
         self.switch = switch or Switch(seed=policy.seed)
         self.name = f"{policy.name}+switch"
-        # Per domain, the policy's last Decision and ours in its name: policies hand back the same object
-        # between refits, so most steps need no new one.
-        self._renamed: dict[str, tuple[Decision, Decision]] = {}
+        # Ours (in our name) by the policy's Decision (its id; the object is kept alive in the value):
+        # policies hand back the same few objects between refits, so most steps need no new one.
+        self._renamed: dict[int, tuple[Decision, Decision]] = {}
 
     def choose(self, domain: str) -> Decision:
         proposed = self.policy.choose(domain)
         k, why = self.switch.gate(domain, proposed.lookahead, fallback=max(1, self.kmax // 2))
         if why:
             return Decision(k, k > 0, why, self.name)
-        cached = self._renamed.get(domain)
+        cached = self._renamed.get(id(proposed))
         if cached is not None and cached[0] is proposed:
             return cached[1]
         out = Decision(proposed.lookahead, proposed.speculate, proposed.reason, self.name)
-        self._renamed[domain] = (proposed, out)
+        if len(self._renamed) >= 256:  # a few per domain are current; older ones are gone
+            self._renamed.clear()
+        self._renamed[id(proposed)] = (proposed, out)
         return out
 
     def update(self, domain: str, outcome: Outcome) -> "Switched":
