@@ -57,7 +57,7 @@ class SidecarConfig:
     flush_seconds: float = 1.0
     rollup_seconds: float = 60.0
     prune_seconds: float = 3600.0
-    refit_seconds: float = 2.0
+    refit_seconds: float = 1.0
     alerts_seconds: float = 15.0
     shutdown_seconds: float = 8.0
 

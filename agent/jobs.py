@@ -1,8 +1,8 @@
 """The sidecar's periodic jobs on one APScheduler 3.11 BackgroundScheduler per process.
 
 flush (1 s): closed windows and queued events to the database; rollup (1 min); retention (1 h); policy refit
-(2 s, when the policy has fits to run off the hot path: they are what lets it follow a target update, and
-a run fits only the domains that fell due, milliseconds each); alerts (15 s: pending -> firing, re-sends
+(1 s, when the policy has fits to run off the hot path: they are what lets it follow a target update and
+end a new domain's warm-up; a run fits only the domains that fell due, milliseconds each); alerts (15 s: pending -> firing, re-sends
 every 60 s inside the alert manager). Every job: max_instances=1 (a slow run is never overlapped by the
 next), coalesce (a backlog runs once), and a misfire grace of one interval (a run later than that is
 superseded by the next one anyway), instead of APScheduler's default of 1 s that silently drops late runs.
@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -34,7 +34,7 @@ class Intervals:
     flush: float = 1.0
     rollup: float = 60.0
     prune: float = 3600.0
-    refit: float = 2.0
+    refit: float = 1.0
     alerts: float = 15.0
 
     def __post_init__(self) -> None:
@@ -74,8 +74,10 @@ class Jobs:
             _running = self
         try:
             for name, (interval, fn) in self.jobs().items():
+                # The first refit at once: from then on the policy leaves its fits to this job.
+                first = {"next_run_time": datetime.now(timezone.utc)} if name == "refit" else {}
                 self.scheduler.add_job(self._run, "interval", args=(name, fn), id=name, name=name,
-                                       seconds=interval, misfire_grace_time=max(1, math.ceil(interval)))
+                                       seconds=interval, misfire_grace_time=max(1, math.ceil(interval)), **first)
             self.scheduler.start()
         except BaseException:
             self._release()

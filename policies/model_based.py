@@ -132,6 +132,10 @@ class ModelBased(Policy):
         self._since_refit = math.inf  # updates since refit() last ran; over ``overdue``: fit inline
         self._growth = 2.0 ** (1.0 / self.halflife)
         self._cycle = tuple(dict.fromkeys((max(1, kmax // 2), kmax, 0, 1)))
+        cycle = ",".join(map(str, self._cycle))
+        self._warmup = {(k, done): self.decision(k, f"warmup: cycling K over {cycle} to measure acceptance "
+                                                    f"and costs ({'first fit due' if done else f'{warmup} steps'})")
+                        for k in self._cycle for done in (False, True)}
         self._domains: dict[str, _Domain] = {}
 
     # -- the per-step path: cheap ------------------------------------------------------------------
@@ -139,8 +143,7 @@ class ModelBased(Policy):
         st = self._domains.get(domain) or self._new(domain)
         if st.decision is None:
             k = self._cycle[st.steps % len(self._cycle)]
-            return self.decision(k, f"warmup: cycling K over {','.join(map(str, self._cycle))} to measure "
-                                    f"acceptance and costs ({st.steps}/{self.warmup} steps)")
+            return self._warmup[(k, st.steps >= self.warmup)]
         if self.explore and self._rng.random() < self.explore:
             return self._probe(st)
         return st.decision

@@ -57,13 +57,16 @@ def test_jobs_run_only_where_there_is_work_with_sane_options(store):
     fitted = Jobs(Sidecar(store, make("confidence-stop+switch")))
     assert set(fitted.jobs()) == {"flush", "rollup", "prune", "refit"}  # its fits run off the hot path
     assert fitted.intervals.refit <= 5  # seconds: fits are what let a policy follow a target update
-    wired = Jobs(Sidecar(store, Refitting(), alerts=FakeAlerts()), Intervals(refit=120))
+    refitting = Refitting()
+    wired = Jobs(Sidecar(store, refitting, alerts=FakeAlerts()), Intervals(refit=120))
     assert set(wired.jobs()) == {"flush", "rollup", "prune", "refit", "alerts"}
     wired.start()
     try:
         jobs = {j.id: j for j in wired.scheduler.get_jobs()}
         assert jobs["flush"].misfire_grace_time == 1 and jobs["refit"].misfire_grace_time == 120
         assert all(j.max_instances == 1 and j.coalesce for j in jobs.values())
+        # The first refit runs at start, not an interval later: it hands the fits to the scheduler.
+        assert wait_for(lambda: refitting.refits == 1, timeout=5)
     finally:
         wired.shutdown()
 
