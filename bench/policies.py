@@ -7,11 +7,15 @@ that domain and phase, % of the per-step oracle (best K at every step in hindsig
 speculation (K = 0) and x the Heuristic (transformers' schedule). Also how many of a domain's steps after
 the update pass before a policy runs it at K = 0 for good, where K = 0 became the best fixed K.
 
+Policies with fits (``refit()``) get them every ``--refit-every`` steps of the stream, as the sidecar's
+scheduler runs them every few seconds off the per-step path (0: never; the policies then fit inline).
+
 Goals (for the best policy): >= 95% of the oracle fixed K in every domain and phase; >= +10% goodput over
 the Heuristic on the whole stream; never more than 3% below no speculation in any phase (checked per domain
 and phase). Not a test: prints tables and writes bench/results/policies.json.
 
-    python bench/policies.py [--size full] [--requests 1500] [--seed 0] [--policies heuristic,thompson,...]
+    python bench/policies.py [--size full] [--requests 1500] [--seed 0] [--refit-every 1000]
+                             [--policies heuristic,thompson,...]
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ LEARNERS = ("thompson", "sliding-ucb", "model-based", "confidence-stop")
 DEFAULT = ("heuristic",) + LEARNERS + tuple(f"{n}{registry.SWITCH}" for n in ("heuristic",) + LEARNERS)
 GOAL_ORACLE, GOAL_HEURISTIC, GOAL_NOSPEC = 0.95, 1.10, 0.97
 REACTION_WINDOW, REACTION_ALLOWANCE = 50, 0.1
+REFIT_EVERY = 1000
 
 
 def make_policies(names, kmax: int, seed: int, console: Console) -> dict:
@@ -150,6 +155,8 @@ def main(argv=None) -> int:
     parser.add_argument("--traces", type=Path, default=TRACES, help="folder of the trace files")
     parser.add_argument("--requests", type=int, default=1500, help="requests per phase")
     parser.add_argument("--seed", type=int, default=0, help="seeds the stream and the policies")
+    parser.add_argument("--refit-every", type=int, default=REFIT_EVERY,
+                        help="steps between refit() calls (the scheduler's job: 1 s at 1000 steps/s); 0: never")
     parser.add_argument("--policies", default=",".join(DEFAULT),
                         help="registry names, comma-separated (append +switch for the on/off switch)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -167,7 +174,7 @@ def main(argv=None) -> int:
     for name, policy in make_policies([n for n in args.policies.split(",") if n], kmax, args.seed,
                                       console).items():
         t0 = time.time()
-        results[name] = replay(policy, stream, traces.costs, name)
+        results[name] = replay(policy, stream, traces.costs, name, refit_every=args.refit_every)
         console.print(f"replayed {name} in {time.time() - t0:.1f} s")
     heuristic = results.get("heuristic")
     table = {f"fixed:{k}": runs[k] for k in range(kmax + 1)} | results
@@ -189,7 +196,8 @@ def main(argv=None) -> int:
         "by_policy": {n: r["goals"] for n, r in candidates.items()}}
     print_tables(console, report, domains)
     meta = {"benchmark": "policies", "size": args.size, "kmax": kmax, "requests_per_phase": args.requests,
-            "seed": args.seed, "steps_replayed": {n: r.total().steps for n, r in table.items()},
+            "seed": args.seed, "refit_every": args.refit_every,
+            "steps_replayed": {n: r.total().steps for n, r in table.items()},
             "traces": traces.meta, "python": platform.python_version(),
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.time() - started, 1)}

@@ -236,11 +236,16 @@ def is_probe(decision: Decision) -> bool:
     return "probe" in reason or "probing" in reason
 
 
-def replay(policy: Policy, stream: Sequence[Request], costs: Costs, name: str | None = None) -> Result:
-    """Run ``policy`` over the stream: choose before each step, update after it with the step's outcome."""
+def replay(policy: Policy, stream: Sequence[Request], costs: Costs, name: str | None = None,
+           refit_every: int = 0) -> Result:
+    """Run ``policy`` over the stream: choose before each step, update after it with the step's outcome.
+    ``refit_every``: call the policy's ``refit()`` (if it has one) after every that many steps of the
+    whole stream, as the sidecar's scheduler does every few seconds; 0: never (the policy fits inline)."""
     cells: dict[tuple[str, int], Cell] = {}
     after: dict[str, list[bool]] = {}
     kmax = min(policy.kmax, costs.kmax)
+    refit = getattr(policy, "refit", None) if refit_every > 0 else None
+    steps = 0
     for req in stream:
         cell = cells.setdefault((req.domain, req.phase), Cell())
         flags = after.setdefault(req.domain, []) if req.phase == 2 else None
@@ -263,6 +268,9 @@ def replay(policy: Policy, stream: Sequence[Request], costs: Costs, name: str | 
             if flags is not None:
                 flags.append(k > 0 and not is_probe(decision))
             i += outcome.emitted
+            steps += 1
+            if refit is not None and steps % refit_every == 0:
+                refit()
     return Result(name or policy.name, cells, after)
 
 
