@@ -108,10 +108,12 @@ class Sidecar:
         found = None
         if self.watch is not None:
             found = self.watch.observe(s if key == s.domain else dataclasses.replace(s, domain=key))
-        seen, versions = (s.target_version, s.draft_version), self._versions
-        if versions.get(s.pod) != seen and (s.pod in versions or len(versions) < MAX_PODS):
-            versions[s.pod] = seen
-            self._version_changes.append((*seen, s.pod, s.timestamp or self._clock()))
+        versions = self._versions
+        known = versions.get(s.pod)
+        if known is None or known[0] != s.target_version or known[1] != s.draft_version:
+            if s.pod in versions or len(versions) < MAX_PODS:
+                seen = versions[s.pod] = (s.target_version, s.draft_version)
+                self._version_changes.append((*seen, s.pod, s.timestamp or self._clock()))
         return found
 
     def decide(self, domain: str) -> Decision:
@@ -119,7 +121,10 @@ class Sidecar:
         with self._lock:
             key = self._key(domain)
             decision = self.policy.choose(key)
-            self._decisions[key] = (self._clock(), decision)  # stored and exported by the flush
+            # Stored and exported by the flush, stamped when first handed out (policies reuse the object).
+            pending = self._decisions.get(key)
+            if pending is None or pending[1] is not decision:
+                self._decisions[key] = (self._clock(), decision)
         if key != domain:
             decision = dataclasses.replace(decision, reason=f"{decision.reason} (shared state of {OTHER!r}: "
                                                             f"over {self.max_domains} domains)")
