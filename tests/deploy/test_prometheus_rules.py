@@ -113,6 +113,7 @@ def test_promtool_check_metrics_on_the_live_endpoint(tmp_path):
             assert posted.status_code == 202, posted.text
             for domain in ("code", "chat"):
                 assert client.get("/v1/decision", params={"domain": domain}).status_code == 200
+            runtime.sidecar.flush()  # the scheduler's flush job exports the decision and drift gauges
             exposition = client.get("/metrics").content
     finally:
         runtime.close()
