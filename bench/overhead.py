@@ -4,10 +4,11 @@ A closed loop over the model kit's counterfactual traces (bench/traces.py; mixed
 updated half-way): before each step the sidecar decides K for the request's domain, the trace says what
 that K drafts and accepts, the measured cost samples what it took, and the step's StepRecord goes back
 through ``record``. The real policy and switch, metrics, drift watch and alert manager are wired (those
-that exist), and the scheduler's flush job runs every second on its own thread as in ``specwatch serve``.
-Only the two calls are timed. Then the same steps are replayed, alternating per step between a fresh
-Sidecar and the same parts called directly (each part timed), so shares and the Sidecar's own cost come
-from paired measurements under the same conditions.
+that exist), and the scheduler's jobs run on their own thread as in ``specwatch serve`` (flush and the
+policy's refit every second). Only the two calls are timed. Then the same steps are replayed,
+alternating per step between a fresh Sidecar and the same parts called directly (each part timed), so
+shares and the Sidecar's own cost come from paired measurements under the same conditions; both refit
+(untimed) as often in steps as the scheduler did in the loop.
 
 Goal: record + decide <= 20 us per step (median; p99 reported too). Not a test: prints a table and writes
 bench/results/overhead.json. Run on an idle machine (see ``uptime``).
@@ -102,10 +103,12 @@ def closed_loop(sidecar: Sidecar, steps: int, seed: int) -> tuple[list[int], lis
     return decide_ns, record_ns, records
 
 
-def paired_replay(records: list[StepRecord], policy_name: str, seed: int, tmp: Path) -> dict[str, list[int]]:
+def paired_replay(records: list[StepRecord], policy_name: str, seed: int, tmp: Path,
+                  refit_every: int) -> dict[str, list[int]]:
     """The same steps again, alternating per step between a fresh Sidecar (decide + record) and the same
     parts called directly, each part timed: paired under the same machine conditions, so the difference
-    is the Sidecar's own cost (lock, domain bound, queues, Outcome)."""
+    is the Sidecar's own cost (lock, domain bound, queues, Outcome). Both refit every ``refit_every``
+    steps, untimed, as the scheduler would."""
     def fresh(name: str) -> tuple[Store, Any, dict[str, Any]]:
         store = Store.open(f"sqlite:///{tmp / name}", StoreConfig(pod="bench"), backfill=True)
         return store, make(policy_name, kmax=8, seed=seed), components(None)
@@ -120,7 +123,11 @@ def paired_replay(records: list[StepRecord], policy_name: str, seed: int, tmp: P
     out: dict[str, list[int]] = {n: [] for n in names}
     lists = [out[n] for n in names]
     clock = time.perf_counter_ns
-    for r in records:
+    refits = [f for f in (sidecar.refit, getattr(policy, "refit", None)) if sidecar.can_refit and f]
+    for i, r in enumerate(records):
+        if i % refit_every == 0:
+            for refit in refits:
+                refit()
         t0 = clock()
         sidecar.decide(r.domain)
         sidecar.record(r)
@@ -173,7 +180,8 @@ def main() -> None:
             jobs.shutdown()
             sidecar.close()
         loop_seconds = time.perf_counter() - started
-        passes = paired_replay(records, args.policy, args.seed, Path(tmp))
+        refit_every = max(1, round(len(records) / loop_seconds * Intervals().refit))  # steps per refit run
+        passes = paired_replay(records, args.policy, args.seed, Path(tmp), refit_every)
     total = [d + r for d, r in zip(decide_ns, record_ns)]
     rows = {"record + decide (Sidecar, closed loop)": summary(total), "  decide": summary(decide_ns),
             "  record": summary(record_ns)}
@@ -187,7 +195,7 @@ def main() -> None:
               "wired": sorted(parts), "goal_us": GOAL_US,
               "goal_met_median": rows["record + decide (Sidecar, closed loop)"]["median_us"] <= GOAL_US,
               "goal_met_p99": rows["record + decide (Sidecar, closed loop)"]["p99_us"] <= GOAL_US,
-              "loop_seconds": loop_seconds, "load_average_at_start": load, "python": platform.python_version(),
+              "loop_seconds": loop_seconds, "replay_refit_every": refit_every, "load_average_at_start": load, "python": platform.python_version(),
               "machine": platform.machine(), "cpus": os.cpu_count(),
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
