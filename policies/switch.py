@@ -38,6 +38,7 @@ class SwitchConfig:
     watch_steps: int = 200  # steps after re-enabling during which acceptance is watched
     collapse_ratio: float = 0.5  # acceptance below this share of the probes' acceptance is a collapse
     watch_tokens: int = 32  # drafted tokens needed before the watch judges
+    reconsider_steps: int = 200  # after a model version change, steps of an off domain probed at investigate_fraction
 
     def __post_init__(self) -> None:
         for name in ("margin_off", "margin_on", "probe_fraction", "baseline_fraction", "investigate_fraction",
@@ -45,7 +46,7 @@ class SwitchConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-        for name in ("dwell", "watch_steps", "watch_tokens"):
+        for name in ("dwell", "watch_steps", "watch_tokens", "reconsider_steps"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -82,6 +83,7 @@ class _Domain:
     watch_accepted: int = 0
     probes: DecayingSums | None = None  # goodput of the probes since speculation went off
     probe_acceptance: DecayingSums | None = None  # acceptance seen by those probes
+    reconsider_left: int = 0  # steps left of probing at investigate_fraction after a model version change
     last_reason: str = "on: no evidence yet"
     history: list[Transition] = field(default_factory=list)
 
@@ -112,6 +114,17 @@ class Switch:
         s = self._state(domain)
         return self._speculative(s), self._estimate(s, 0)
 
+    def reconsider(self) -> "Switch":
+        """A model version changed (a re-distilled draft, a new target): what probes measured before says
+        nothing about the new pair. Every domain that is off forgets its probes and probes at
+        ``investigate_fraction`` for ``reconsider_steps`` of its steps, so a recovery is found in dozens of
+        steps rather than hundreds."""
+        for s in self._domains.values():
+            if not s.on:
+                s.probes = s.probe_acceptance = None
+                s.reconsider_left = self.config.reconsider_steps
+        return self
+
     def subscribe(self, listener: Callable[[Transition], None]) -> "Switch":
         """Call ``listener(transition)`` on every transition (storage, alerts)."""
         self._listeners.append(listener)
@@ -135,7 +148,7 @@ class Switch:
             if proposed > 0 and s.suspect and s.since_baseline * cfg.investigate_fraction >= 1:
                 return 0, "switch: measuring K=0 (speculation looks slower)"
             return proposed, ""
-        rate = cfg.investigate_fraction if s.suspect else cfg.probe_fraction
+        rate = cfg.investigate_fraction if s.suspect or s.reconsider_left > 0 else cfg.probe_fraction
         if self._rng.random() < rate:
             k = proposed if proposed > 0 else (self._best_arm(s) or fallback)
             return k, f"switch: off, probing K={k}"
@@ -145,6 +158,8 @@ class Switch:
         s = self._domains.get(domain) or self._state(domain)
         cfg = self.config
         s.step = step = s.step + 1
+        if s.reconsider_left:
+            s.reconsider_left -= 1
         k, emitted = outcome.lookahead, outcome.emitted
         seconds = outcome.draft_seconds + outcome.verify_seconds
         arm = s.arms.get(k)

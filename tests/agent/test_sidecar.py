@@ -80,6 +80,20 @@ def test_findings_of_the_watch_become_alerts(store, clock):
     assert alerts.calls == [("handle", "AcceptanceDrift", "code")]
 
 
+@pytest.mark.parametrize("new_draft", [True, False], ids=["new-draft", "same-models"])
+def test_a_model_version_change_makes_an_off_domain_probe_more(store, clock, new_draft):
+    # Off after losing steps; a step of a new draft version tells the switch its probes' memory is stale,
+    # so it probes at the investigate rate (25%) instead of 5%. Power: the same step without a version
+    # change leaves the rate at 5% (200 choices: ~10 probes, over 30 for 99.9% of seeds only at 25%).
+    sidecar = Sidecar(store, make("fixed:4+switch", seed=1), clock=clock)
+    sidecar.record_many(losing_steps("code", 400, T0))
+    assert not sidecar.switch.is_on("code")
+    sidecar.record(step("code", 0, 0, T0 + 5, draft="d2" if new_draft else "d1", draft_s=0.0, verify_s=0.01,
+                        expected=None))
+    probes = sum(sidecar.decide("code").lookahead > 0 for _ in range(200))
+    assert (probes > 30) == new_draft, probes
+
+
 def test_a_switch_transition_is_alerted_and_stored_by_the_flush_not_before(store, clock):
     alerts = FakeAlerts()
     sidecar = Sidecar(store, make("fixed:4+switch", seed=1), alerts=alerts, clock=clock)

@@ -91,6 +91,29 @@ def test_probes_find_recovery_and_switch_back_on():
     assert sum(k == 4 for k in ks[-500:]) > 450
 
 
+def test_reconsider_after_a_version_change_finds_recovery_sooner():
+    # Same world as above, but told the model pair changed when the fresh draft arrives: probes at the
+    # investigate rate with no memory of the stale draft's probes. Power: without reconsider() it takes
+    # several times as many steps (the plain probe rate, diluted by old probes), for every seed tried here.
+    def steps_to_recover(reconsider: bool, seed: int) -> int:
+        policy = Switched(Constant(4), Switch(seed=seed))
+        world = World(accept=0.1, seed=seed + 1)
+        run(policy, world, 1500)
+        assert not policy.switch.is_on("d")
+        world.accept = 0.9
+        if reconsider:
+            policy.switch.reconsider()
+        for i in range(3000):
+            run(policy, world, 1)
+            if policy.switch.is_on("d"):
+                return i
+        return 3000
+
+    for seed in (5, 11, 17):
+        fast, slow = steps_to_recover(True, seed), steps_to_recover(False, seed)
+        assert fast <= 250 and slow >= 2 * fast, (seed, fast, slow)
+
+
 def test_power_without_probes_recovery_is_never_found():
     policy = Switched(Constant(4), Switch(SwitchConfig(probe_fraction=0.0), seed=5))
     world = World(accept=0.1, seed=6)
