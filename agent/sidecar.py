@@ -114,8 +114,8 @@ class Sidecar:
             if s.pod in versions or len(versions) < MAX_PODS:
                 seen = versions[s.pod] = (s.target_version, s.draft_version)
                 self._version_changes.append((*seen, s.pod, s.timestamp or self._clock()))
-                if known is not None and self.switch is not None:
-                    self.switch.reconsider()  # off domains: a new model pair may pay again; probe more
+                if known is not None:  # a new model pair: evidence about the old one must not hold it back
+                    self.policy.reconsider()
         return found
 
     def decide(self, domain: str) -> Decision:

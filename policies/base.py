@@ -98,6 +98,11 @@ class Policy(ABC):
         """A callable that ends drafting inside a step (``None``: draft all K)."""
         return None
 
+    def reconsider(self) -> "Policy":
+        """A model version changed (new target, re-distilled draft): drop evidence that only described the
+        old pair, where the policy keeps any apart from its decaying estimates. Default: nothing."""
+        return self
+
     def decision(self, lookahead: int, reason: str) -> Decision:
         return Decision(lookahead, lookahead > 0, reason, self.name)
 

@@ -369,6 +369,15 @@ class ConfidenceStop(Policy):
             return own
         return lambda confidence, position: own(confidence, position) or inner(confidence, position)
 
+    def reconsider(self) -> "ConfidenceStop":
+        """Forget what drafting under the stop earned (the veto's evidence) in every domain: it was measured
+        with the old models, and with a veto in force it would otherwise fade only over hundreds of probes."""
+        for st in self._domains.values():
+            st.spec = [0.0, 0.0, 0.0]
+        if self.base is not None:
+            self.base.reconsider()
+        return self
+
     def warm_start(self, domain: str, history: Sequence[ArmStats]) -> "ConfidenceStop":
         """Forwarded to the base policy (stored totals hold no confidence pairs)."""
         if self.base is not None:

@@ -66,6 +66,11 @@ class Switched(Policy):
     def stop_drafting(self, domain: str) -> StopDrafting | None:
         return self.policy.stop_drafting(domain)
 
+    def reconsider(self) -> "Switched":
+        self.policy.reconsider()
+        self.switch.reconsider()
+        return self
+
     def __repr__(self) -> str:
         return f"Switched({self.policy!r})"
 

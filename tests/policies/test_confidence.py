@@ -292,6 +292,17 @@ def test_veto_turns_speculation_off_where_plain_steps_earn_more():
     assert {paying.choose("d").lookahead for _ in range(50)} == {4}
 
 
+def test_reconsider_lifts_the_veto_until_new_evidence():
+    # The veto above, then a model version change: the veto's evidence is gone, so the policy drafts again
+    # (K = 4) rather than vetoing on what the old models earned. Power: without reconsider() the veto holds.
+    for reconsider in (True, False):
+        losing = gained(5, steps=400, base=Planner(plain=100.0))
+        if reconsider:
+            losing.reconsider()
+        drafted = sum(losing.choose("d").lookahead == 4 for _ in range(50))
+        assert (drafted == 50) if reconsider else (drafted < 10), (reconsider, drafted)
+
+
 def test_calibration_follows_a_changed_target_at_once():
     # Acceptance drops from c to c / 4 after 300 steps (true P(accept | .95) ~ .24). Within 150 steps, long
     # before the next scheduled refit (500 steps), the calibration must have followed from the new pairs:
