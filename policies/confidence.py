@@ -26,43 +26,15 @@ called or once ``overdue`` updates pass without one.
 from __future__ import annotations
 
 import math
-from collections import deque
 from itertools import repeat
 from typing import Any, Callable, Sequence
 
 from policies import fit
 from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting
+from policies.confidence_state import _FRESH, DomainState as _Domain, surprise_point
 from policies.goodput import marginal_seconds, stop_limits, stop_weight
 
 RULES = ("gain", "roc")
-_FRESH = (0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0)  # ``_Domain.since`` before any pair
-
-
-class _Domain:
-    __slots__ = ("conf", "acc", "pos", "threshold", "table", "limits", "steps", "next_fit", "sums", "fits",
-                 "cost", "since", "spec", "cache", "due", "epoch", "lookup")
-
-    def __init__(self, window: int, threshold: float, first_fit: int):
-        self.conf: deque[float] = deque(maxlen=window)
-        self.acc: deque[int] = deque(maxlen=window)
-        self.pos: deque[int] = deque(maxlen=window)
-        self.threshold, self.steps, self.next_fit, self.fits = threshold, 0, first_fit, 0
-        self.table: list[float] | None = None  # gain rule: P(accept | confidence bin)
-        # gain rule, for the watch: the table and p (1 - p) per bin, one more bin for a confidence of 1
-        self.lookup: tuple[list[float], list[float]] | None = None
-        self.limits: list[float] | None = None  # gain rule: stop after token j when P_all(j) < limits[j]
-        # gain rule, pairs since the fit (None: refit due): count, sum p(1 - p), residual accepted - sum p,
-        # its running max and min, each with the count and sum p(1 - p) there
-        self.since: list | None = list(_FRESH)
-        self.spec = [0.0, 0.0, 0.0]  # gain rule, decayed over steps drafted under it: steps, emitted, seconds
-        self.cost = 0.0  # gain rule: marginal seconds of a drafted token x goodput, in tokens
-        self.sums = [0.0, 0.0, 0.0, 0.0]  # decayed: draft seconds, drafted tokens, emitted, step seconds
-        # ours by the base's Decision (its id; the object is kept alive in the value) for the current fit
-        self.cache: dict[int, tuple[Decision | None, Decision]] = {}
-        self.due = False  # a fit is due at the next refit()
-        self.epoch = 0  # bumped when the window forgets a changed target: fits computed before are stale
-
-
 class ConfidenceStop(Policy):
     """The base policy's lookahead (kmax when there is no base), with a fitted confidence stop.
 
@@ -195,40 +167,10 @@ class ConfidenceStop(Policy):
         """Check the calibration on the pairs logged since its fit: when their accepted count strays from
         the calibrated expectation by over ``surprise`` standard deviations (the target changed), forget
         the pairs before the change and refit on the new ones rather than mix two targets in one window."""
-        (p_of, var_of), bins, since = st.lookup, self.bins, st.since
-        count, var, resid, hi, hi_at, hi_var, lo, lo_at, lo_var = since
-        bin_of = [int(c * bins) for c in conf[:n]]
-        if max(bin_of) > bins:  # a confidence above 1 (never from a validated record): the last bin
-            bin_of = [min(j, bins) for j in bin_of]
-        # The accepted pairs come first and each raises the residual accepted - sum p (by 1 - p), so its
-        # running peak among them is after the last one; then at most one rejected pair lowers it.
-        a = acc if acc < n else n
-        if a:
-            accepted = bin_of[:a]
-            count += a
-            var += sum(map(var_of.__getitem__, accepted))
-            resid += a - sum(map(p_of.__getitem__, accepted))
-            if resid > hi:
-                hi, hi_at, hi_var = resid, count, var
-        if a < n:
-            j = bin_of[a]
-            count += 1
-            var += var_of[j]
-            resid -= p_of[j]
-            if resid < lo:
-                lo, lo_at, lo_var = resid, count, var
-        since[:] = count, var, resid, hi, hi_at, hi_var, lo, lo_at, lo_var
-        # CUSUM: the pairs after the running residual's peak (trough) are the evidence of a fall (rise).
-        limit = self.surprise * self.surprise
-        gap = resid - hi
-        if gap * gap > limit * (var - hi_var + 1.0):
-            at = hi_at
-        else:
-            gap = resid - lo
-            if not gap * gap > limit * (var - lo_var + 1.0):
-                return
-            at = lo_at
-        for _ in range(len(st.acc) - (count - at)):  # forget the pairs before the change
+        at = surprise_point(st.since, st.lookup, self.bins, conf, n, acc, self.surprise)
+        if at is None:
+            return
+        for _ in range(len(st.acc) - (st.since[0] - at)):  # forget the pairs before the change
             st.conf.popleft()
             st.acc.popleft()
             st.pos.popleft()
