@@ -121,23 +121,16 @@ class Generator:
         ids = m.encode(prompt)
         if not ids:
             raise ValueError("prompt: encodes to no tokens")
-        sidecar = self.sidecar
-
-        def lookahead(ctx) -> int:
-            if ctx.previous is not None:
-                sidecar.record(ctx.previous)
-            return sidecar.decide(domain).lookahead
+        from agent.steer import generate_with
 
         with self._lock:
             decoder = SpeculativeDecoder(m.target, m.draft, temperature=temperature, top_k=top_k, top_p=top_p,
                                          seed=seed, target_version=m.target_version,
                                          draft_version=m.draft_version)
             started = time.perf_counter()
-            gen = decoder.generate(ids, max_tokens, lookahead, domain, stop_drafting=sidecar.stop_drafting(domain),
-                                   eos_token_id=m.eos_token_id, pod=sidecar.pod, request_id=request_id)
+            gen = generate_with(self.sidecar, decoder, ids, max_tokens, domain, eos_token_id=m.eos_token_id,
+                                request_id=request_id)
             seconds = time.perf_counter() - started
-            if gen.steps:
-                sidecar.record(gen.steps[-1])
         return summary(gen, m.decode(gen.tokens), domain, seconds, m)
 
 

@@ -73,6 +73,7 @@ class Demo:
         self.phase, self.done = 0, 0
         self.total = sum(plan.requests)
         self.last_decision: dict[str, Any] = {}
+        self._on: dict[str, bool] = {}  # speculation state last shown per domain
         self.started = time.time()
         self.pod = "demo-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(self.started))
         self.target_version = kit.versions["target-v1"]
@@ -190,7 +191,7 @@ class Demo:
 
     def _note_switch(self, domain: str) -> None:
         on = self.speculating(domain)
-        if self.__dict__.setdefault("_on", {}).get(domain, True) != on:
+        if self._on.get(domain, True) != on:
             self.note(f"speculation {'ON' if on else 'OFF'} for {domain}: {self.sidecar.switch.reason(domain)}")
         self._on[domain] = on
 
