@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from alerts.detectors.checks import check_at_least, check_count, check_positive
 
 
 @dataclass(frozen=True)
@@ -39,40 +40,25 @@ class AlertConfig:
     retry_multiplier: float = 2.0
 
     def __post_init__(self) -> None:
-        _at_least("pending_seconds", self.pending_seconds, 0)
-        _positive("resend_seconds", self.resend_seconds)
-        if self.rate_limit is not None and not _count(self.rate_limit):
+        check_at_least("pending_seconds", self.pending_seconds, 0)
+        check_positive("resend_seconds", self.resend_seconds)
+        if self.rate_limit is not None and (type(self.rate_limit) is not int or self.rate_limit < 1):
             raise ValueError(f"rate_limit must be a whole number >= 1 or None, got {self.rate_limit!r}")
-        _positive("rate_interval_seconds", self.rate_interval_seconds)
+        check_positive("rate_interval_seconds", self.rate_interval_seconds)
         if self.resolve_timeout_seconds is not None:
-            _positive("resolve_timeout_seconds", self.resolve_timeout_seconds)
-        _at_least("keep_resolved_seconds", self.keep_resolved_seconds, 0)
+            check_positive("resolve_timeout_seconds", self.resolve_timeout_seconds)
+        check_at_least("keep_resolved_seconds", self.keep_resolved_seconds, 0)
         for name in ("max_resolved", "queue_size", "max_batch"):
-            value = getattr(self, name)
-            if not _count(value):
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-        _positive("retry_initial_seconds", self.retry_initial_seconds)
-        _positive("retry_max_seconds", self.retry_max_seconds)
+            check_count(name, getattr(self, name))
+        check_positive("retry_initial_seconds", self.retry_initial_seconds)
+        check_positive("retry_max_seconds", self.retry_max_seconds)
         if self.retry_max_seconds < self.retry_initial_seconds:
             raise ValueError(f"retry_max_seconds ({self.retry_max_seconds}) must be >= retry_initial_seconds "
                              f"({self.retry_initial_seconds})")
-        _at_least("retry_multiplier", self.retry_multiplier, 1)
+        check_at_least("retry_multiplier", self.retry_multiplier, 1)
 
     def retry_delay(self, failures: int) -> float:
         """Seconds to wait after ``failures`` consecutive failures (1, 2, ...)."""
         exponent = min(failures - 1, 64)  # beyond that the cap holds anyway; avoids float overflow
         return min(self.retry_max_seconds, self.retry_initial_seconds * self.retry_multiplier ** exponent)
 
-
-def _count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _positive(name: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-
-
-def _at_least(name: str, value: float, low: float) -> None:
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
-        raise ValueError(f"{name} must be a finite number >= {low}, got {value!r}")
