@@ -102,8 +102,9 @@ def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = 
 
     @app.get("/readyz", responses={503: {"model": Problem}}, summary="Readiness")
     def readyz() -> JSONResponse:
-        """Ready when the database takes a write and the configured models are loaded."""
-        checks = {"database": _database_check(sidecar),
+        """Ready when the database takes a write, the ingest worker keeps up and the configured models are
+        loaded."""
+        checks = {"database": _database_check(sidecar), "ingest": _ingest_check(sidecar),
                   "models": _models_check(generator) if models_configured else "not configured"}
         ok = all(v in ("ok", "not configured") for v in checks.values())
         return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks},
@@ -120,6 +121,17 @@ def _database_check(sidecar: Sidecar) -> str:
             pass
     except StoreError as exc:
         return str(exc)
+    return "ok"
+
+
+def _ingest_check(sidecar: Sidecar) -> str:
+    ingest = sidecar.ingest
+    if ingest is None:
+        return "not configured"
+    if not ingest.alive:
+        return "worker stopped"
+    if ingest.pending >= ingest.max_pending:
+        return f"backlogged: {ingest.pending} records waiting"
     return "ok"
 
 

@@ -58,7 +58,8 @@ def build(config: SidecarConfig) -> Runtime:
     try:
         watch, alerts, metrics = components(config, store)
         sidecar = Sidecar(store, make(config.policy, config.kmax, config.seed), watch=watch, alerts=alerts,
-                          metrics=metrics, pod=config.pod, max_domains=config.max_domains)
+                          metrics=metrics, pod=config.pod, max_domains=config.max_domains,
+                          background=True)
         warmed = sidecar.warm_start(lookback=config.warm_lookback)
     except BaseException:
         store.close(flush=False)

@@ -2,7 +2,10 @@
 
 ``record`` / ``record_many`` take StepRecords: the batch is validated as a whole first (a bad one leaves no
 trace anywhere), then counted in the store's window sums, the metrics, the drift watch and the policy.
-``decide`` asks the policy (behind its on/off switch) for the next lookahead of a domain. Neither does I/O:
+``decide`` asks the policy (behind its on/off switch) for the next lookahead of a domain. With
+``background=True`` (``specwatch serve`` and the demo) ``record`` only validates and queues: a worker thread
+(agent/ingest.py) feeds the branches, and ``flush`` first waits for it, so a flush still writes every record
+recorded before it. Neither entry point does I/O:
 switch transitions, decisions and version changes are queued and written by ``flush``, which the scheduler
 runs every second; the policy's fits run in ``refit``, another scheduler job. Thread-safe: one lock, held
 only around the policy and the watch, which are not (and never during a fit's computation).
@@ -23,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent.ingest import Ingest
 from agent.records import StepRecord
 from agent.warm import DEFAULT_LOOKBACK, arm_history, switch_states
 from policies.base import Decision, Outcome, Policy, StopDrafting
@@ -32,6 +36,7 @@ from storage import Store
 log = logging.getLogger(__name__)
 
 OTHER = "other"  # the shared state of domains beyond ``max_domains``
+INGEST_WAIT = 5.0  # seconds a flush or shutdown waits for the ingest worker to catch up
 MAX_PODS = 64  # pods whose model versions are tracked for change times (the flush notes all of them anyway)
 DISABLED, RESTORED = "SpeculationDisabled", "SpeculationRestored"
 
@@ -42,7 +47,7 @@ class Sidecar:
 
     def __init__(self, store: Store, policy: Policy, *, watch: Any = None, alerts: Any = None,
                  metrics: Any = None, pod: str = "local", clock: Callable[[], float] = time.time,
-                 max_domains: int = 32):
+                 max_domains: int = 32, background: bool = False):
         if type(max_domains) is not int or max_domains < 1:
             raise ValueError(f"max_domains must be a positive integer, got {max_domains!r}")
         self.store, self.policy = store, policy
@@ -63,10 +68,16 @@ class Sidecar:
         self.switch = _switch_of(policy)
         if self.switch is not None:
             self.switch.subscribe(self._on_transition)
+        self.ingest = Ingest(self._ingest) if background else None
 
     # -- hot path ------------------------------------------------------------------------------------
     def record(self, step: StepRecord) -> None:
         """One step: validated (RecordError naming the field; nothing kept), then fed to every branch."""
+        ingest = self.ingest
+        if ingest is not None:
+            self.store.validate(step)
+            ingest.put(step)
+            return
         self.store.record(step)
         if self.metrics is not None:
             self.metrics.observe(step)
@@ -80,7 +91,21 @@ class Sidecar:
         """Validate the whole batch (RecordError naming index and field; nothing kept), then feed every
         branch of the data path. Returns the number of records taken."""
         steps = list(steps)
+        if self.ingest is not None:
+            self.store.validate_records(steps)
+            self.ingest.put_many(steps)
+            return len(steps)
         self.store.write_records(steps)
+        self._observe(steps)
+        return len(steps)
+
+    def _ingest(self, steps: list[StepRecord]) -> None:
+        """The worker's side of ``background``: validated records into every branch."""
+        self.store.count_validated(steps)
+        self._observe(steps)
+
+    def _observe(self, steps: list[StepRecord]) -> None:
+        """Metrics, policy, watch and alerts for validated records already counted in the store."""
         metrics = self.metrics
         if metrics is not None:
             for s in steps:
@@ -94,7 +119,6 @@ class Sidecar:
         if findings and self.alerts is not None:
             for finding in findings:
                 self.alerts.handle(finding)
-        return len(steps)
 
     def _feed(self, s: StepRecord) -> list | None:
         """Policy, watch and version log for one validated step (caller holds the lock); the findings."""
@@ -188,6 +212,8 @@ class Sidecar:
     def flush(self, now: float | None = None) -> int:
         """Raise alerts for new switch transitions, write closed windows, transitions, decisions and version
         changes. ``now=math.inf`` writes open windows too (shutdown). Returns windows written."""
+        if self.ingest is not None:
+            self.ingest.drain(INGEST_WAIT)
         with self._flush_lock:
             self._alert_transitions()
             self._export_gauges()
@@ -246,6 +272,8 @@ class Sidecar:
         """Shutdown: write every window (open ones too) and queued event, persist alert state, release the
         database. Each part runs even if an earlier one failed; the first failure is raised at the end."""
         failure: BaseException | None = None
+        if self.ingest is not None and not self.ingest.close(INGEST_WAIT):
+            log.error("shutdown: the ingest worker did not finish within %.0f s", INGEST_WAIT)
         steps = [lambda: self.flush(math.inf)]
         if self.alerts is not None:
             steps.append(lambda: self.alerts.close(alert_timeout))

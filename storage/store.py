@@ -83,14 +83,26 @@ class Store:
     # -- hot path ------------------------------------------------------------------------------------
     def write_records(self, records: Sequence[StepRecord]) -> int:
         """Validate the whole batch (RecordError naming index and field, nothing kept), then count it."""
-        validate_batch(records, max_lookahead=self.config.kmax,
-                       max_domain_length=self.config.max_domain_length)
+        self.validate_records(records)
         self._aggregator.add_many(records)
         return len(records)
 
     def record(self, record: StepRecord) -> None:
-        record.validate(self.config.kmax, self.config.max_domain_length)
+        self.validate(record)
         self._aggregator.add(record)
+
+    def validate(self, record: StepRecord) -> None:
+        """RecordError naming the field if ``record`` breaks this store's limits; nothing is counted."""
+        record.validate(self.config.kmax, self.config.max_domain_length)
+
+    def validate_records(self, records: Sequence[StepRecord]) -> None:
+        """RecordError naming index and field if any record of the batch is bad; nothing is counted."""
+        validate_batch(records, max_lookahead=self.config.kmax,
+                       max_domain_length=self.config.max_domain_length)
+
+    def count_validated(self, records: Sequence[StepRecord]) -> None:
+        """Count records that ``validate`` / ``validate_records`` passed already (no second check)."""
+        self._aggregator.add_many(records)
 
     @property
     def late_records(self) -> int:

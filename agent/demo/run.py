@@ -138,7 +138,7 @@ class Demo:
             sinks.append(LogSink(stream=self._log))
         alerts = AlertManager(sinks, store, pod=self.pod)
         self.sidecar = Sidecar(store, make(self.plan.policy, 8, self.plan.seed), watch=DriftWatch(),
-                               alerts=alerts, metrics=Metrics(), pod=self.pod)
+                               alerts=alerts, metrics=Metrics(), pod=self.pod, background=True)
         self.jobs = Jobs(self.sidecar, Intervals(flush=1.0, alerts=1.0)).start()
         self.note(f"sidecar up: policy {self.plan.policy}, pod {self.pod}")
 

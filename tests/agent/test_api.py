@@ -115,10 +115,25 @@ def test_metrics_health_and_readiness(client, sidecar):
     assert r.status_code == 200 and 'specwatch_steps_total{domain="code"} 1.0' in r.text
     assert client.get("/healthz").json() == {"status": "ok"}
     r = client.get("/readyz")
-    assert r.status_code == 200 and r.json()["checks"] == {"database": "ok", "models": "not configured"}
+    assert r.status_code == 200 and r.json()["checks"] == {"database": "ok", "ingest": "not configured",
+                                                           "models": "not configured"}
     sidecar.flush_error = "StoreError: database error: disk I/O error"
     r = client.get("/readyz")
     assert r.status_code == 503 and r.json()["checks"]["database"].startswith("last flush failed")
+
+
+def test_readiness_follows_the_ingest_worker(tmp_path):
+    clock = Clock(T0 + 100)
+    sidecar = Sidecar(open_store(tmp_path, clock), make("heuristic", seed=0), clock=clock, background=True)
+    client = TestClient(create_app(sidecar))
+    assert client.post("/v1/steps", json=body(step("code", 4, 2, T0))).status_code == 202
+    r = client.get("/readyz")
+    assert r.status_code == 200 and r.json()["checks"]["ingest"] == "ok"
+    assert stored_steps(sidecar) == 1  # the flush waits for the worker
+    sidecar.ingest.close()
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.json()["checks"]["ingest"] == "worker stopped"
+    sidecar.store.db.dispose()
 
 
 def test_readiness_waits_for_configured_models_and_generate_says_why(sidecar):

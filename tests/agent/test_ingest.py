@@ -1,0 +1,133 @@
+"""Ingest worker and the Sidecar's background mode: validation stays on the caller, nothing is lost."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import pytest
+
+from agent.ingest import Ingest
+from agent.records import RecordError
+from agent.sidecar import Sidecar
+from policies.registry import make
+from sidecar_fakes import T0, Clock, FakeMetrics, FakeWatch, open_store, step
+from storage import StatsQuery
+
+
+def test_items_are_handled_in_order_and_drain_waits_for_them():
+    seen: list[int] = []
+    ingest = Ingest(lambda batch: (time.sleep(0.001), seen.extend(batch)))
+    for i in range(500):
+        ingest.put(i)
+    ingest.put_many(range(500, 600))
+    assert ingest.drain(5.0)
+    assert seen == list(range(600)) and ingest.pending == 0
+    assert ingest.close()
+
+
+def test_a_failing_batch_is_counted_and_the_worker_goes_on():
+    seen: list[int] = []
+
+    def handle(batch):
+        if -1 in batch:
+            raise ValueError("boom")
+        seen.extend(batch)
+
+    ingest = Ingest(handle)
+    ingest.put(-1)
+    assert ingest.drain(5.0)
+    ingest.put(7)
+    assert ingest.drain(5.0)
+    assert ingest.errors == 1 and seen == [7]
+    ingest.close()
+
+
+def test_back_pressure_blocks_the_producer_instead_of_dropping():
+    gate = threading.Event()
+    seen: list[int] = []
+
+    def handle(batch):
+        gate.wait(5.0)
+        seen.extend(batch)
+
+    ingest = Ingest(handle, max_pending=4)
+    done = threading.Event()
+
+    def produce():
+        for i in range(20):
+            ingest.put(i)
+        done.set()
+
+    threading.Thread(target=produce, daemon=True).start()
+    assert not done.wait(0.3)  # blocked: the worker holds one batch, the inbox is full
+    assert ingest.drain(0.05) is False  # a drain with a timeout gives up rather than hang
+    gate.set()
+    assert done.wait(5.0) and ingest.drain(5.0)
+    assert seen == list(range(20))
+    ingest.close()
+
+
+def test_closed_ingest_refuses_more():
+    ingest = Ingest(lambda batch: None)
+    assert ingest.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        ingest.put(1)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = open_store(tmp_path, Clock())
+    yield s
+    s.db.dispose()
+
+
+def steps_by_domain(store) -> dict[str, tuple[int, int]]:
+    rows = store.stats(StatsQuery(by=("domain",))).rows
+    return {r["domain"]: (r["steps"], r["accepted"]) for r in rows}
+
+
+def test_background_sidecar_stores_exactly_what_was_recorded(store):
+    metrics, watch = FakeMetrics(), FakeWatch()
+    sidecar = Sidecar(store, make("heuristic", 8), metrics=metrics, watch=watch, clock=Clock(),
+                      background=True)
+    batch = [step("code", 4, i % 5, T0 + i * 0.01) for i in range(300)]
+    for s in batch[:200]:
+        sidecar.record(s)
+    assert sidecar.record_many(batch[200:]) == 100
+    sidecar.flush(math.inf)  # waits for the worker: everything recorded before it is written
+    assert steps_by_domain(store) == {"code": (300, sum(s.accepted for s in batch))}
+    assert metrics.observed == batch and watch.seen == batch
+    sidecar.close()
+    assert not sidecar.ingest._thread.is_alive()
+
+
+def test_background_sidecar_refuses_bad_records_on_the_callers_thread(store):
+    sidecar = Sidecar(store, make("heuristic", 8), clock=Clock(), background=True)
+    good = step("code", 4, 2, T0 + 1)
+    bad = step("code", 4, 9, T0 + 2)  # accepted > lookahead
+    with pytest.raises(RecordError, match="accepted"):
+        sidecar.record(bad)
+    with pytest.raises(RecordError, match=r"record 1: accepted"):
+        sidecar.record_many([good, bad])
+    sidecar.flush(math.inf)
+    assert steps_by_domain(store) == {}  # nothing partial: the good record of the bad batch is not kept
+    sidecar.close()
+
+
+def test_close_writes_what_the_worker_still_held(tmp_path):
+    slow = FakeWatch()
+    original = slow.observe
+    slow.observe = lambda s: (time.sleep(0.002), original(s))[1]
+    sidecar = Sidecar(open_store(tmp_path, Clock()), make("heuristic", 8), watch=slow, clock=Clock(),
+                      background=True)
+    for i in range(200):
+        sidecar.record(step("prose", 2, 1, T0 + i * 0.01))
+    assert sidecar.ingest.pending > 0  # the worker is behind: close must wait for it
+    sidecar.close()  # no flush before: close drains the worker, then writes open windows
+    reopened = open_store(tmp_path, Clock())
+    try:
+        assert steps_by_domain(reopened) == {"prose": (200, 200)}
+    finally:
+        reopened.db.dispose()
