@@ -2,10 +2,15 @@
 
 ``record`` / ``record_many`` take StepRecords: the batch is validated as a whole first (a bad one leaves no
 trace anywhere), then counted in the store's window sums, the metrics, the drift watch and the policy.
-``decide`` asks the policy (behind its on/off switch) for the next lookahead of a domain. With
-``background=True`` (``specwatch serve`` and the demo) ``record`` only validates and queues: a worker thread
-(agent/ingest.py) feeds the branches, and ``flush`` first waits for it, so a flush still writes every record
-recorded before it. Neither entry point does I/O:
+``decide`` asks the policy (behind its on/off switch) for the next lookahead of a domain.
+
+With ``background=True`` (``specwatch serve`` and the demo) the decoding thread does almost nothing: ``record``
+appends the step to a queue, and a worker thread (agent/ingest.py) validates it (a bad record is logged,
+counted in ``rejected`` and kept nowhere), feeds every branch, then asks the policy for the domain's next
+decision, which ``decide`` takes without the lock (it asks the policy itself when none is ready, so a
+decision may be one step behind, never missing). ``record_many`` (the HTTP route) still validates the whole
+batch on the caller's thread, so a bad request is refused with the field named. ``flush`` first waits for
+the worker, so a flush writes every record recorded before it. Neither entry point does I/O:
 switch transitions, decisions and version changes are queued and written by ``flush``, which the scheduler
 runs every second; the policy's fits run in ``refit``, another scheduler job. Thread-safe: one lock, held
 only around the policy and the watch, which are not (and never during a fit's computation).
@@ -27,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent.ingest import Ingest
-from agent.records import StepRecord
+from agent.records import RecordError, StepRecord
 from agent.warm import DEFAULT_LOOKBACK, arm_history, switch_states
 from policies.base import Decision, Outcome, Policy, StopDrafting
 from policies.switch import Switch, Transition
@@ -69,13 +74,15 @@ class Sidecar:
         if self.switch is not None:
             self.switch.subscribe(self._on_transition)
         self.ingest = Ingest(self._ingest) if background else None
+        self._ready: dict[str, tuple[str, Decision]] = {}  # domain -> (state key, decision) from the worker
+        self.rejected = 0  # records the worker refused (background mode only)
 
     # -- hot path ------------------------------------------------------------------------------------
     def record(self, step: StepRecord) -> None:
-        """One step: validated (RecordError naming the field; nothing kept), then fed to every branch."""
+        """One step: validated (RecordError naming the field; nothing kept), then fed to every branch. In
+        background mode only queued: the worker validates it (a bad one is logged and counted in ``rejected``)."""
         ingest = self.ingest
-        if ingest is not None:
-            self.store.validate(step)
+        if ingest is not None:  # validated by the worker
             ingest.put(step)
             return
         self.store.record(step)
@@ -100,9 +107,24 @@ class Sidecar:
         return len(steps)
 
     def _ingest(self, steps: list[StepRecord]) -> None:
-        """The worker's side of ``background``: validated records into every branch."""
-        self.store.count_validated(steps)
-        self._observe(steps)
+        """The worker's side of ``background``: validate, feed every branch, ready the next decisions."""
+        good = []
+        for s in steps:
+            try:
+                self.store.validate(s)
+            except (RecordError, AttributeError, TypeError) as exc:
+                self.rejected += 1
+                log.error("record refused (%d so far): %s", self.rejected, exc)
+                continue
+            good.append(s)
+        self.store.count_validated(good)
+        self._observe(good)
+        with self._lock:
+            for domain in {s.domain for s in good}:
+                key = self._key(domain)
+                decision = self.policy.choose(key)
+                self._stamp(key, decision)
+                self._ready[domain] = (key, decision)
 
     def _observe(self, steps: list[StepRecord]) -> None:
         """Metrics, policy, watch and alerts for validated records already counted in the store."""
@@ -144,17 +166,25 @@ class Sidecar:
 
     def decide(self, domain: str) -> Decision:
         """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate)."""
-        with self._lock:
-            key = self._key(domain)
-            decision = self.policy.choose(key)
-            # Stored and exported by the flush, stamped when first handed out (policies reuse the object).
-            pending = self._decisions.get(key)
-            if pending is None or pending[1] is not decision:
-                self._decisions[key] = (self._clock(), decision)
+        ready = self._ready.pop(domain, None)  # atomic: the worker made it after the domain's last record
+        if ready is not None:
+            key, decision = ready
+        else:
+            with self._lock:
+                key = self._key(domain)
+                decision = self.policy.choose(key)
+                self._stamp(key, decision)
         if key != domain:
             decision = dataclasses.replace(decision, reason=f"{decision.reason} (shared state of {OTHER!r}: "
                                                             f"over {self.max_domains} domains)")
         return decision
+
+    def _stamp(self, key: str, decision: Decision) -> None:
+        """Queue ``decision`` for the flush, stamped when first handed out (policies reuse the object);
+        the caller holds the lock."""
+        pending = self._decisions.get(key)
+        if pending is None or pending[1] is not decision:
+            self._decisions[key] = (self._clock(), decision)
 
     def stop_drafting(self, domain: str) -> StopDrafting | None:
         """The policy's in-step stop rule for ``domain`` (in-process decoding only)."""

@@ -103,16 +103,31 @@ def test_background_sidecar_stores_exactly_what_was_recorded(store):
     assert not sidecar.ingest._thread.is_alive()
 
 
-def test_background_sidecar_refuses_bad_records_on_the_callers_thread(store):
+def test_background_sidecar_refuses_bad_records_and_keeps_nothing_of_them(store):
     sidecar = Sidecar(store, make("heuristic", 8), clock=Clock(), background=True)
     good = step("code", 4, 2, T0 + 1)
     bad = step("code", 4, 9, T0 + 2)  # accepted > lookahead
-    with pytest.raises(RecordError, match="accepted"):
-        sidecar.record(bad)
     with pytest.raises(RecordError, match=r"record 1: accepted"):
-        sidecar.record_many([good, bad])
+        sidecar.record_many([good, bad])  # the HTTP path: refused whole, on the caller's thread
+    sidecar.record(bad)  # the decoding loop's path: queued, refused by the worker
+    sidecar.record(good)
     sidecar.flush(math.inf)
-    assert steps_by_domain(store) == {}  # nothing partial: the good record of the bad batch is not kept
+    assert sidecar.rejected == 1
+    assert steps_by_domain(store) == {"code": (1, 2)}  # only the good record recorded on its own
+    sidecar.close()
+
+
+def test_background_decisions_come_from_the_worker_and_never_go_missing(store):
+    sidecar = Sidecar(store, make("heuristic", 8), clock=Clock(), background=True)
+    first = sidecar.decide("code")  # nothing ready yet: asked directly
+    assert first.lookahead >= 1
+    for i in range(5):
+        sidecar.record(step("code", first.lookahead, first.lookahead, T0 + i))  # all accepted: K grows
+    sidecar.ingest.drain(5.0)
+    assert "code" in sidecar._ready  # the worker readied the next decision after the batch
+    ready = sidecar.decide("code")
+    assert ready.lookahead > first.lookahead and "code" not in sidecar._ready
+    assert sidecar.decide("code").lookahead == ready.lookahead  # none ready: asked directly, same state
     sidecar.close()
 
 
