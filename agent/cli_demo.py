@@ -79,7 +79,8 @@ def demo(
     if fmt is not Format.table:
         emit_rows(rows, fmt) if fmt is Format.csv else print(json.dumps({
             "rows": rows, "versions": result.versions, "pod": result.pod, "distill": result.distill,
-            "alerts": [a.to_dict() for a in result.alerts], "plot_command": result.plot_command()}, indent=2))
+            "alerts": [a.to_dict() for a in result.alerts], "hot_path": result.hot_path,
+            "plot_command": result.plot_command()}, indent=2))
         return
     console.print(summary(result.tally, plan.domains))
     if result.alerts:
@@ -88,6 +89,11 @@ def demo(
         for a in result.alerts:
             console.print(f"  {a.labels['alertname']:<20} {a.labels.get('domain', ''):<6} {a.state:<8} "
                           f"{a.annotations.get('summary', '')}", highlight=False)
+    if result.hot_path:
+        h = result.hot_path
+        console.print(f"sidecar hot path on the decoding thread (record + decide): median {h['median_us']:.1f} us, "
+                      f"p99 {h['p99_us']:.1f} us over {h['steps']} steps; the ingest worker spent "
+                      f"{h['worker_cpu_us_per_step']:.1f} us of CPU per step beside it", highlight=False)
     console.print(f"took {result.ended - result.started:.0f} s; every step is in {result.db} (pod {result.pod}).")
     console.print("Draw the run:")
     console.print(f"  {result.plot_command()}", highlight=False, soft_wrap=True)

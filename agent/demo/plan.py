@@ -20,10 +20,10 @@ class DemoPlan:
     re-distillation budget; ``replay``: share of its batches drawn from the kit's own v2 training mix.
     """
 
-    requests: tuple[int, int, int] = (120, 240, 240)
+    requests: tuple[int, int, int] = (120, 220, 220)
     new_tokens: int = 64
     mix: tuple[tuple[str, float], ...] = (("code", 1.0), ("prose", 1.0), ("logs", 1.0))
-    reference_every: int = 10
+    reference_every: int = 15
     redistill: bool = True
     sample_cap: int = 48
     distill_steps: int = 150

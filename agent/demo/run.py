@@ -38,6 +38,7 @@ class DemoResult:
     versions: dict[str, str]
     distill: dict | None
     events: list[str]
+    hot_path: dict[str, float] | None = None  # record + decide on the decoding thread, per step
 
     def plot_command(self, path: str = "specwatch-demo.png") -> str:
         return (f"specwatch stats --db {self.db} --since {iso(self.started)} --until {iso(self.ended + 60)} "
@@ -73,6 +74,7 @@ class Demo:
         self.phase, self.done = 0, 0
         self.total = sum(plan.requests)
         self.last_decision: dict[str, Any] = {}
+        self.hot_path_ns: list[int] = []
         self._on: dict[str, bool] = {}  # speculation state last shown per domain
         self.started = time.time()
         self.pod = "demo-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(self.started))
@@ -119,7 +121,15 @@ class Demo:
         if distilled:
             versions["draft-redistilled"] = distilled["version"]
         return DemoResult(self.db, self.pod, self.started, time.time(), self.tally, alerts, versions, distilled,
-                          self.events)
+                          self.events, self._hot_path())
+
+    def _hot_path(self) -> dict[str, float] | None:
+        ns = sorted(self.hot_path_ns)
+        if not ns:
+            return None
+        ingest = self.sidecar.ingest
+        return {"steps": len(ns), "median_us": ns[len(ns) // 2] / 1e3, "p99_us": ns[int(0.99 * (len(ns) - 1))] / 1e3,
+                "worker_cpu_us_per_step": ingest.cpu_seconds / len(ns) * 1e6 if ingest else 0.0}
 
     def _open(self) -> None:
         from agent.jobs import Intervals, Jobs
@@ -138,7 +148,7 @@ class Demo:
             sinks.append(LogSink(stream=self._log))
         alerts = AlertManager(sinks, store, pod=self.pod)
         self.sidecar = Sidecar(store, make(self.plan.policy, 8, self.plan.seed), watch=DriftWatch(),
-                               alerts=alerts, metrics=Metrics(), pod=self.pod, background=True)
+                               alerts=alerts, metrics=Metrics(), pod=self.pod)
         self.jobs = Jobs(self.sidecar, Intervals(flush=1.0, alerts=1.0)).start()
         self.note(f"sidecar up: policy {self.plan.policy}, pod {self.pod}")
 
@@ -180,7 +190,7 @@ class Demo:
                 ref = decoder.generate(ids, n, 0, domain)
                 self.tally.add_reference(phase, domain, len(ref.tokens), time.perf_counter() - began)
             began = time.perf_counter()
-            gen = generate_with(self.sidecar, decoder, ids, n, domain)
+            gen = generate_with(self.sidecar, decoder, ids, n, domain, hot_path_ns=self.hot_path_ns)
             self.tally.add_generation(phase, domain, gen.steps, len(gen.tokens), time.perf_counter() - began)
             self.last_decision[domain] = self.sidecar.decide(domain)
             if phase == 1 and self.sampler is not None:
