@@ -91,9 +91,11 @@ def demo(
                           f"{a.annotations.get('summary', '')}", highlight=False)
     if result.hot_path:
         h = result.hot_path
+        worker = h["worker_cpu_us_per_step"]
         console.print(f"sidecar hot path on the decoding thread (record + decide): median {h['median_us']:.1f} us, "
-                      f"p99 {h['p99_us']:.1f} us over {h['steps']} steps; the ingest worker spent "
-                      f"{h['worker_cpu_us_per_step']:.1f} us of CPU per step beside it", highlight=False)
+                      f"p99 {h['p99_us']:.1f} us over {h['steps']} steps"
+                      + ("" if worker is None else f"; the ingest worker spent {worker:.1f} us of CPU per step"),
+                      highlight=False)
     console.print(f"took {result.ended - result.started:.0f} s; every step is in {result.db} (pod {result.pod}).")
     console.print("Draw the run:")
     console.print(f"  {result.plot_command()}", highlight=False, soft_wrap=True)

@@ -129,7 +129,7 @@ class Demo:
             return None
         ingest = self.sidecar.ingest
         return {"steps": len(ns), "median_us": ns[len(ns) // 2] / 1e3, "p99_us": ns[int(0.99 * (len(ns) - 1))] / 1e3,
-                "worker_cpu_us_per_step": ingest.cpu_seconds / len(ns) * 1e6 if ingest else 0.0}
+                "worker_cpu_us_per_step": ingest.cpu_seconds / len(ns) * 1e6 if ingest else None}
 
     def _open(self) -> None:
         from agent.jobs import Intervals, Jobs
