@@ -175,9 +175,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--policy", default=SidecarConfig().policy)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--gap-us", type=float, default=300.0,
-                        help="GIL-free pause between steps standing for the forward passes (the full kit's "
-                             "fastest step takes about 5 ms; 300 us is a harsh case for the ingest worker)")
+    parser.add_argument("--gap-us", type=float, default=0.0,
+                        help="GIL-free pause between steps standing for the forward passes (default none: a "
+                             "warm closed loop; bench/overhead_insitu.py measures inside real decoding)")
     args = parser.parse_args()
     console = Console(width=110)
     load = os.getloadavg()

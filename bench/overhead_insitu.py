@@ -1,0 +1,106 @@
+"""Benchmark: the sidecar's hot path inside real decoding, inline against background ingest.
+
+bench/overhead.py times ``decide`` + ``record`` in a warm closed loop. Inside a real decoding loop the same
+Python runs right after the models' forward passes, with cold caches, and a worker thread shares the GIL
+with the decoder. Here the full kit's target v1 and draft decode held-out prompts of every domain, steered
+by a Sidecar (the default policy, drift watch, metrics, alert manager) through ``agent.steer.generate_with``;
+the time each step spends in ``record`` + ``decide`` on the decoding thread is recorded, with the decode
+throughput and the ingest worker's CPU per step. The two modes alternate, ``--rounds`` times each.
+
+Not a test: prints a table and writes bench/results/overhead_insitu.json. Run on an idle machine.
+
+    python bench/overhead_insitu.py [--prompts 6] [--tokens 64] [--rounds 2] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.config import SidecarConfig  # noqa: E402
+from agent.decoder import SpeculativeDecoder  # noqa: E402
+from agent.kit.load import load_kit  # noqa: E402
+from agent.sidecar import Sidecar  # noqa: E402
+from agent.steer import generate_with  # noqa: E402
+from bench.overhead import GOAL_US, components  # noqa: E402
+from policies.registry import make  # noqa: E402
+from storage import Store, StoreConfig  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "overhead_insitu.json"
+MODES = {"inline": False, "background ingest": True}
+
+
+def run(decoder, prompts, tokens: int, background: bool, policy: str, tmp: Path, n: int) -> dict:
+    store = Store.open(f"sqlite:///{tmp / f'insitu-{n}.db'}", StoreConfig(pod="bench"))
+    sidecar = Sidecar(store, make(policy, kmax=8, seed=0), pod="bench", background=background,
+                      **components(store))
+    hot: list[int] = []
+    emitted, started = 0, time.perf_counter()
+    try:
+        for domain, ids in prompts:
+            emitted += len(generate_with(sidecar, decoder, ids, tokens, domain, hot_path_ns=hot).tokens)
+        seconds = time.perf_counter() - started
+        worker = sidecar.ingest.cpu_seconds if background else 0.0
+    finally:
+        sidecar.close()
+    us = sorted(x / 1000 for x in hot)
+    return {"steps": len(us), "median_us": statistics.median(us), "p99_us": us[int(0.99 * (len(us) - 1))],
+            "mean_us": statistics.fmean(us), "tokens_per_second": emitted / seconds,
+            "worker_cpu_us_per_step": worker / len(us) * 1e6}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, default=6, help="held-out prompts per domain")
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the demo's default)")
+    parser.add_argument("--policy", default=SidecarConfig().policy)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    kit = load_kit("full")
+    decoder = SpeculativeDecoder(kit.target_v1, kit.draft, target_version=kit.versions["target-v1"],
+                                 draft_version=kit.versions["draft"])
+    prompts = [(d, p) for d in kit.domains for p in kit.prompt_ids(d)[: args.prompts]]
+    load = os.getloadavg()
+    runs: dict[str, list[dict]] = {m: [] for m in MODES}
+    with tempfile.TemporaryDirectory() as tmp:
+        run(decoder, prompts[:2], 16, False, args.policy, Path(tmp), -1)  # warm-up
+        for r in range(args.rounds):
+            for mode, background in MODES.items():
+                runs[mode].append(run(decoder, prompts, args.tokens, background, args.policy, Path(tmp),
+                                      len(runs) * r + len(runs[mode])))
+    rows = {m: {k: statistics.median(x[k] for x in rs) for k in rs[0]} for m, rs in runs.items()}
+    table = Table(title=f"hot path inside real decoding (full kit, {args.policy}, {len(prompts)} requests x "
+                        f"{args.tokens} tokens, median of {args.rounds} rounds; goal <= {GOAL_US:g} us)")
+    for col in ("mode", "steps", "record + decide median us", "p99 us", "mean us", "decode tok/s",
+                "worker CPU us/step"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for mode, r in rows.items():
+        table.add_row(mode, f"{r['steps']:.0f}", f"{r['median_us']:.1f}", f"{r['p99_us']:.1f}",
+                      f"{r['mean_us']:.1f}", f"{r['tokens_per_second']:.1f}", f"{r['worker_cpu_us_per_step']:.1f}")
+    Console(width=130).print(table)
+    RESULTS.write_text(json.dumps({
+        "benchmark": "overhead_insitu", "policy": args.policy, "prompts_per_domain": args.prompts,
+        "tokens": args.tokens, "rounds": args.rounds, "threads": args.threads, "goal_us": GOAL_US,
+        "load_average_at_start": load, "python": platform.python_version(), "torch": torch.__version__,
+        "cpus": os.cpu_count(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rows": rows, "runs": runs}, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
