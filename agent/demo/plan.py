@@ -56,5 +56,5 @@ class DemoPlan:
 
     def quick(self) -> "DemoPlan":
         """About a minute with the kit cached: fewer requests, a shorter re-distillation."""
-        return replace(self, requests=(36, 72, 72), new_tokens=48, reference_every=6, sample_cap=24,
-                       distill_steps=50)
+        return replace(self, requests=(30, 64, 64), new_tokens=48, reference_every=6, sample_cap=24,
+                       distill_steps=40)
