@@ -49,6 +49,10 @@ def test_demo_records_every_step_and_registers_the_new_draft(tiny, tmp_path):
     assert {r["target_version"] for r in by_version} == {kit.versions["target-v1"], kit.versions["target-v2"]}
     assert ("draft", result.versions["draft-redistilled"]) in pairs and ("draft", kit.versions["draft"]) in pairs
     assert f"--db {db}" in result.plot_command() and "--plot" in result.plot_command()
+    # The hot path is timed once per decoded step, in the demo's own decoding loop (the sidecar runs inline).
+    hot = result.hot_path
+    assert hot["steps"] == sum(c.steps for c in result.tally.cells.values())
+    assert 0 < hot["median_us"] <= hot["p99_us"] and hot["worker_cpu_us_per_step"] is None
 
 
 def test_without_redistill_there_are_two_phases_and_no_sampling(tiny, tmp_path):
