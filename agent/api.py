@@ -131,7 +131,7 @@ def _ingest_check(sidecar: Sidecar) -> str:
     if not ingest.alive:
         return "worker stopped"
     if ingest.pending >= ingest.max_pending:
-        return f"backlogged: {ingest.pending} records waiting"
+        return f"backlogged: {ingest.pending} records or batches waiting"
     return "ok"
 
 

@@ -1,13 +1,13 @@
 """Ingest: one worker thread that feeds records to the data path off the decoding thread.
 
-The decoding loop (or an HTTP handler) hands records over with a deque append under an uncontended lock,
-and no wake-up call (waking a thread costs tens of microseconds on a busy core). The worker looks every
+The decoding loop (or an HTTP handler) hands records (or validated batches) over with a deque append under
+an uncontended lock, and no wake-up call (waking a thread costs tens of microseconds on a busy core). The worker looks every
 ``poll`` seconds (backing off to ``IDLE_POLL`` while nothing comes), takes everything waiting in one batch
 and passes it to ``handle`` (validation where the caller did not, window sums, metrics, drift watch,
 policy update). The worker shares the GIL with the decoder: it takes work off the decoding thread's step,
 not off the process (bench/overhead_insitu.py measures both).
 
-Nothing is dropped: above ``max_pending`` waiting records, ``put`` blocks until the worker catches up.
+Nothing is dropped: above ``max_pending`` waiting items, ``put`` blocks until the worker catches up.
 ``drain`` waits until everything put before the call has been handled (the flush and shutdown use it, so
 a flush writes every record recorded before it). A batch whose handler raises is logged and counted in
 ``errors``; the worker goes on with the next one.
@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -51,15 +51,7 @@ class Ingest:
 
     # -- producers ---------------------------------------------------------------------------------------
     def put(self, item: Any) -> None:
-        """Queue one item (already validated)."""
-        self._enqueue(item)
-
-    def put_many(self, items: Sequence[Any]) -> None:
-        """Queue a batch in order (already validated as a whole)."""
-        for item in items:
-            self._enqueue(item)
-
-    def _enqueue(self, item: Any) -> None:
+        """Queue one item for ``handle``."""
         if self._stopping:
             raise RuntimeError("ingest is closed")
         inbox = self._inbox
@@ -127,7 +119,7 @@ class Ingest:
                 self._handle(batch)
             except Exception:  # keep ingesting: one bad batch must not stop the data path
                 self.errors += 1
-                log.exception("ingest: a batch of %d records failed", len(batch))
+                log.exception("ingest: a batch of %d items failed", len(batch))
             self.cpu_seconds += time.thread_time() - start
             with self._done:
                 self._handled += len(batch)

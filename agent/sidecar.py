@@ -4,7 +4,8 @@
 trace anywhere), then counted in the store's window sums, the metrics, the drift watch and the policy.
 ``decide`` asks the policy (behind its on/off switch) for the next lookahead of a domain.
 
-With ``background=True`` (``specwatch serve`` and the demo) the decoding thread does almost nothing: ``record``
+With ``background=True`` (``specwatch serve``; the demo decodes faster inline, see bench/overhead_insitu.py)
+the caller's thread does almost nothing: ``record``
 appends the step to a queue, and a worker thread (agent/ingest.py) validates it (a bad record is logged,
 counted in ``rejected`` and kept nowhere), feeds every branch, then asks the policy for the domain's next
 decision, which ``decide`` takes without the lock (it asks the policy itself when none is ready, so a
@@ -86,13 +87,7 @@ class Sidecar:
             ingest.put(step)
             return
         self.store.record(step)
-        if self.metrics is not None:
-            self.metrics.observe(step)
-        with self._lock:
-            findings = self._feed(step)
-        if findings and self.alerts is not None:
-            for finding in findings:
-                self.alerts.handle(finding)
+        self._observe((step,))
 
     def record_many(self, steps: Sequence[StepRecord]) -> int:
         """Validate the whole batch (RecordError naming index and field; nothing kept), then feed every
@@ -100,16 +95,20 @@ class Sidecar:
         steps = list(steps)
         if self.ingest is not None:
             self.store.validate_records(steps)
-            self.ingest.put_many(steps)
+            self.ingest.put(tuple(steps))  # one item: a batch validated already
             return len(steps)
         self.store.write_records(steps)
         self._observe(steps)
         return len(steps)
 
-    def _ingest(self, steps: list[StepRecord]) -> None:
-        """The worker's side of ``background``: validate, feed every branch, ready the next decisions."""
-        good = []
+    def _ingest(self, steps: list[StepRecord | tuple[StepRecord, ...]]) -> None:
+        """The worker's side of ``background``: validate single records (batches from ``record_many`` come
+        validated, as tuples), feed every branch, ready the next decisions."""
+        good: list[StepRecord] = []
         for s in steps:
+            if type(s) is tuple:
+                good += s
+                continue
             try:
                 self.store.validate(s)
             except (RecordError, AttributeError, TypeError) as exc:
@@ -126,7 +125,7 @@ class Sidecar:
                 self._stamp(key, decision)
                 self._ready[domain] = (key, decision)
 
-    def _observe(self, steps: list[StepRecord]) -> None:
+    def _observe(self, steps: Sequence[StepRecord]) -> None:
         """Metrics, policy, watch and alerts for validated records already counted in the store."""
         metrics = self.metrics
         if metrics is not None:

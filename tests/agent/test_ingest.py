@@ -21,7 +21,8 @@ def test_items_are_handled_in_order_and_drain_waits_for_them():
     ingest = Ingest(lambda batch: (time.sleep(0.001), seen.extend(batch)))
     for i in range(500):
         ingest.put(i)
-    ingest.put_many(range(500, 600))
+    for i in range(500, 600):
+        ingest.put(i)
     assert ingest.drain(5.0)
     assert seen == list(range(600)) and ingest.pending == 0
     assert ingest.close()
