@@ -48,13 +48,12 @@ class PromptSampler:
                 return False
             seen = self._seen[domain] = self._seen.get(domain, 0) + 1
             kept = self._kept.setdefault(domain, [])
-            item = (list(prompt) + list(output))[-cfg.max_tokens:]
             if len(kept) < cfg.cap:
-                kept.append(item)
+                kept.append(_item(prompt, output, cfg.max_tokens))
                 return True
             slot = self._rng.randrange(seen)
             if slot < cfg.cap:
-                kept[slot] = item
+                kept[slot] = _item(prompt, output, cfg.max_tokens)
                 return True
             return False
 
@@ -74,3 +73,8 @@ class PromptSampler:
         with self._lock:
             self._kept.clear()
             self._seen.clear()
+
+
+def _item(prompt: list[int], output: list[int], max_tokens: int) -> list[int]:
+    """What is kept of a request: its last ``max_tokens`` tokens, prompt then output."""
+    return (list(prompt) + list(output))[-max_tokens:]

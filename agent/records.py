@@ -152,7 +152,9 @@ def _plainly_valid(r: StepRecord, max_lookahead: int | None, max_domain_length: 
     if mask is not None:
         valid = _MASKS.get((k, a))
         if valid is None:
-            valid = _MASKS[(k, a)] = [1] * a + [0] * (k - a) if len(_MASKS) < 4096 else None
+            valid = [1] * a + [0] * (k - a)
+            if len(_MASKS) < 4096:  # bounded: without max_lookahead any K can come
+                _MASKS[(k, a)] = valid
         if not (type(mask) is list and mask == valid and _INT.issuperset(map(type, mask))):
             return False
     for values in (r.expected_acceptance, r.draft_confidence):

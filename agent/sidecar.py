@@ -35,7 +35,7 @@ from typing import Any
 from agent.ingest import Ingest
 from agent.records import RecordError, StepRecord
 from agent.warm import DEFAULT_LOOKBACK, arm_history, switch_states
-from policies.base import Decision, Outcome, Policy, StopDrafting
+from policies.base import Decision, Outcome, Policy, StopDrafting, has_refits
 from policies.switch import Switch, Transition
 from storage import Store
 
@@ -268,11 +268,8 @@ class Sidecar:
     @property
     def can_refit(self) -> bool:
         """Whether the policy has fits to run off the hot path (``refit``)."""
-        policy = self.policy
-        has = getattr(policy, "has_refits", None)  # a wrapper (Switched) answers for what it wraps
-        if has is not None:
-            return bool(has)
-        return callable(getattr(policy, "prepare_refit", None)) or callable(getattr(policy, "refit", None))
+        has = getattr(self.policy, "has_refits", None)  # a wrapper (Switched) answers for what it wraps
+        return bool(has) if has is not None else has_refits(self.policy)
 
     def refit(self) -> None:
         """Run the policy's due fits: copy their inputs under the lock, fit without it (milliseconds of

@@ -108,3 +108,8 @@ class Policy(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(kmax={self.kmax}, seed={self.seed})"
+
+
+def has_refits(policy: Any) -> bool:
+    """Whether ``policy`` has fits to run off the hot path (``prepare_refit`` or ``refit``)."""
+    return callable(getattr(policy, "prepare_refit", None)) or callable(getattr(policy, "refit", None))

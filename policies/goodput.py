@@ -51,7 +51,7 @@ def predicted_goodput(cond: Sequence[float], k: int, draft_per_token: float, ver
 
 def best_lookahead(cond: Sequence[float], draft_per_token: float, verify: Sequence[float], kmax: int) -> int:
     """The K in 0..kmax with the highest predicted goodput (the smaller K on ties)."""
-    return argmax_goodput([predicted_goodput(cond, k, draft_per_token, verify) for k in range(kmax + 1)])
+    return argmax_goodput(goodput_table(cond, draft_per_token, verify, kmax)[2])
 
 
 def argmax_goodput(scores: Sequence[float]) -> int:
@@ -73,7 +73,7 @@ def goodput_table(cond: Sequence[float], draft_per_token: float, verify: Sequenc
         s = k * draft_per_token + verify[min(k, last)]
         emitted.append(total)
         seconds.append(s)
-        scores.append(total / s if s > 0 else 0.0)
+        scores.append(goodput(total, s))
     return tuple(emitted), tuple(seconds), tuple(scores)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting
+from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting, has_refits
 from policies.switch import Switch
 
 
@@ -42,8 +42,7 @@ class Switched(Policy):
     @property
     def has_refits(self) -> bool:
         """Whether the wrapped policy has fits to run off the hot path (the switch has none)."""
-        inner = self.policy
-        return callable(getattr(inner, "prepare_refit", None)) or callable(getattr(inner, "refit", None))
+        return has_refits(self.policy)
 
     def prepare_refit(self) -> Callable[[], Callable[[], None]]:
         """The wrapped policy's (see ``ModelBased.prepare_refit``). A policy with only ``refit()`` runs it

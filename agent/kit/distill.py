@@ -77,13 +77,14 @@ def distill(target_dir: str | Path, draft_dir: str | Path, out_dir: str | Path, 
     before = weights_version(draft)
     sources, mix, described = {}, (), []
     prompts = prompts or None
-    if not (prompts or streams) or replay > 0:
+    own = bool(prompts or streams)  # text of the caller's, beside the kit's (replay)
+    if not own or replay > 0:
         if kit_root is None or not (kit_root / layout.MANIFEST).exists():
             raise FileNotFoundError("distill: the kit's training text is needed (without prompts, or for "
                                     "replay); build it with: specwatch models build")
         spec = layout.read_manifest(kit_root)["spec"]
         sources.update(layout.load_sources(kit_root))
-        share = replay if (prompts or streams) else 1.0
+        share = replay if own else 1.0
         mix = tuple((name, weight * share) for name, weight in spec["target_v2"]["mix"])
         described.append(f"kit training text ({kit_root.name}, v2 mix, share {share:g})")
     if prompts:
@@ -107,7 +108,7 @@ def distill(target_dir: str | Path, draft_dir: str | Path, out_dir: str | Path, 
     info = {"target": str(target_dir), "target_version": weights_version(target),
             "draft_from": str(draft_dir),
             "draft_version_before": before, "version": weights_version(draft),
-            "text": "; ".join(described), "replay": replay if (prompts or streams) else 1.0, "steps": steps,
+            "text": "; ".join(described), "replay": replay if own else 1.0, "steps": steps,
             "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
             "loss": round(result.loss, 4), "loss_kind": "KL(target || draft), nats",
             "seconds": round(time.perf_counter() - began, 2)}

@@ -121,7 +121,7 @@ class BernoulliCUSUM(OneSidedCUSUM):
         mean = (warm.total + 0.5) / (warm.n + 1)  # never exactly 0 or 1
         dispersion = warm.dispersion(mean * (1 - mean), long=True)
         # the mean's error: requests differ, so the long scale's dispersion
-        error = math.sqrt(warm.dispersion(mean * (1 - mean), long=True) * mean * (1 - mean) / warm.n)
+        error = math.sqrt(dispersion * mean * (1 - mean) / warm.n)
         self._set(max(mean - self.margin * error, mean / 2), dispersion, mean)
 
     def baseline(self, reference: float, dispersion: float = 1.0) -> "BernoulliCUSUM":

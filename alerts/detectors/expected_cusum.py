@@ -56,7 +56,7 @@ class ExpectedCUSUM(OneSidedCUSUM):
     def _learn(self, warm: Warmup) -> None:
         values, self._values = self._values, []
         self._dispersion = dispersion = warm.dispersion(warm.variance, long=True)
-        error = math.sqrt(warm.dispersion(warm.variance, long=True) * warm.variance / warm.n)
+        error = math.sqrt(dispersion * warm.variance / warm.n)
         p0 = _inside(max(warm.mean - self.margin * error, warm.mean / 2))
         # theta from the values shifted to the reference: the scale of the statistic's own increments
         shifted = [x - warm.mean + p0 for x in values]
