@@ -205,7 +205,7 @@ def main() -> None:
         passes = paired_replay(records, args.policy, args.seed, Path(tmp), refit_every)
     total = [d + r for d, r in zip(decide_ns, record_ns)]
     rows = {"record + decide (background ingest)": summary(total), "  decide": summary(decide_ns),
-            "  record (validate + queue)": summary(record_ns),
+            "  record (queue; the worker validates)": summary(record_ns),
             "record + decide (inline ingest)": summary([d + r for d, r in zip(i_decide, i_record)]),
             "  decide ": summary(i_decide), "  record (validate + every branch)": summary(i_record)}
     top = ("replay through a fresh Sidecar", "same parts called directly", "Sidecar's own (paired difference)")
