@@ -8,7 +8,7 @@ the record's index in a batch) and nothing from that request is kept. OpenAPI: /
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -30,7 +30,7 @@ ERRORS = {401: {"model": Problem}, 413: {"model": Problem}, 422: {"model": Probl
 
 def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = DEFAULT_BODY_LIMIT,
                generator: Generator | None = None, models_configured: bool = False, max_new_tokens: int = 1024,
-               registry: CollectorRegistry | None = None) -> FastAPI:
+               registry: CollectorRegistry | None = None, ring: Any = None) -> FastAPI:
     """The app over ``sidecar``. ``registry``: what /metrics exports (default: the wired Metrics' registry,
     else one of the process's own collectors)."""
     app = FastAPI(title="specwatch sidecar", version="1", max_body_size=body_limit,
@@ -102,9 +102,10 @@ def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = 
 
     @app.get("/readyz", responses={503: {"model": Problem}}, summary="Readiness")
     def readyz() -> JSONResponse:
-        """Ready when the database takes a write, the ingest worker keeps up and the configured models are
-        loaded."""
+        """Ready when the database takes a write, the ingest worker keeps up, the step ring's reader runs
+        (when configured) and the configured models are loaded."""
         checks = {"database": _database_check(sidecar), "ingest": _ingest_check(sidecar),
+                  "ring": "not configured" if ring is None else "ok" if ring.alive else "reader stopped",
                   "models": _models_check(generator) if models_configured else "not configured"}
         ok = all(v in ("ok", "not configured") for v in checks.values())
         return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks},

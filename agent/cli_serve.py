@@ -10,8 +10,8 @@ import typer
 
 from agent.cli import fail
 
-EXAMPLE = ("Example: SPECWATCH_TOKEN=$(cat token) specwatch serve --db sqlite:///specwatch.db --port 8790 "
-           "--kit tiny")
+EXAMPLE = ("Examples: SPECWATCH_TOKEN=$(cat token) specwatch serve --db sqlite:///specwatch.db --port 8790 "
+           "--kit tiny  |  specwatch serve --ring specwatch (a decoder in this pod writes steps to the ring)")
 
 
 def serve(
@@ -29,6 +29,9 @@ def serve(
         help="Model kit size whose target and draft serve POST /v1/generate (optional).")] = None,
     target_dir: Annotated[Optional[str], typer.Option(help="Target model folder (with --draft-dir).")] = None,
     draft_dir: Annotated[Optional[str], typer.Option(help="Draft model folder (with --target-dir).")] = None,
+    ring: Annotated[Optional[str], typer.Option(
+        help="Shared-memory step ring a decoding process in this pod writes (agent/ring_client.py); "
+             "default SPECWATCH_RING, none.")] = None,
 ) -> None:
     """Serve POST /v1/steps, GET /v1/decision, POST /v1/generate, GET /v1/alerts, /metrics, /healthz and
     /readyz (OpenAPI at /openapi.json).
@@ -45,7 +48,7 @@ def serve(
     for noisy in ("apscheduler", "alembic"):  # a line per job run / per migration check
         logging.getLogger(noisy).setLevel(logging.WARNING)
     flags = {"host": host, "port": port, "db": db, "policy": policy, "pod": pod, "kit": kit,
-             "target_dir": target_dir, "draft_dir": draft_dir}
+             "target_dir": target_dir, "draft_dir": draft_dir, "ring": ring}
     try:
         options = cfg.load(config, flags)
         runtime = build(options)

@@ -33,6 +33,8 @@ class SidecarConfig:
     - ``token``: when set, POST routes need ``Authorization: Bearer <token>``.
     - ``kit`` (a model kit size) or ``target_dir`` + ``draft_dir``: models for POST /v1/generate (optional).
     - ``alertmanager_url`` / ``webhook_url``: alert sinks besides the log (optional).
+    - ``ring``: the shared-memory step ring a decoding process in this pod writes (agent/ring_client.py);
+      the sidecar reads it and publishes decisions into it (optional).
     """
 
     host: str = "127.0.0.1"
@@ -60,6 +62,7 @@ class SidecarConfig:
     refit_seconds: float = 1.0
     alerts_seconds: float = 15.0
     shutdown_seconds: float = 8.0
+    ring: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("host", "db", "pod", "policy", "device"):
@@ -87,6 +90,10 @@ class SidecarConfig:
             url = getattr(self, name)
             if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
                 raise ConfigError(name, f"must be an http:// or https:// URL, got {url!r}")
+        if self.ring is not None and (not isinstance(self.ring, str) or not 1 <= len(self.ring) <= 200
+                                      or "/" in self.ring or not self.ring.isprintable()):
+            raise ConfigError("ring", f"must be a shared-memory name: printable text without '/', 1..200 "
+                                      f"characters, got {self.ring!r}")
         if self.kit_target not in KIT_TARGETS:
             raise ConfigError("kit_target", f"must be one of {', '.join(KIT_TARGETS)}, got {self.kit_target!r}")
         if (self.target_dir is None) != (self.draft_dir is None):

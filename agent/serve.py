@@ -23,6 +23,7 @@ from agent import generator as models
 from agent.api import create_app
 from agent.config import SidecarConfig
 from agent.jobs import Intervals, Jobs
+from agent.ring_reader import RingReader
 from agent.sidecar import Sidecar
 from policies.registry import make
 from storage import Store, StoreConfig
@@ -41,10 +42,19 @@ class Runtime:
     generator: models.Generator | None
     app: Any
     warmed: list[str]
+    ring: RingReader | None = None
+
+    def start(self) -> None:
+        self.jobs.start()
+        if self.ring is not None:
+            self.ring.start()
 
     def close(self) -> None:
-        """Stop the jobs, then flush everything and persist alert state (Sidecar.close)."""
+        """Read what the step ring holds, stop the jobs, then flush everything and persist alert state
+        (Sidecar.close)."""
         try:
+            if self.ring is not None:
+                self.ring.stop()
             self.jobs.shutdown(wait=True, final_flush=False)
         finally:
             self.sidecar.close()
@@ -67,9 +77,10 @@ def build(config: SidecarConfig) -> Runtime:
     gen = models.Generator(sidecar) if config.models_configured else None
     jobs = Jobs(sidecar, Intervals(config.flush_seconds, config.rollup_seconds, config.prune_seconds,
                                    config.refit_seconds, config.alerts_seconds))
+    ring = RingReader(sidecar, config.ring) if config.ring else None
     app = create_app(sidecar, token=config.token, body_limit=config.body_limit, generator=gen,
-                     models_configured=config.models_configured, max_new_tokens=config.max_new_tokens)
-    return Runtime(config, sidecar, jobs, gen, app, warmed)
+                     models_configured=config.models_configured, max_new_tokens=config.max_new_tokens, ring=ring)
+    return Runtime(config, sidecar, jobs, gen, app, warmed, ring)
 
 
 def components(config: SidecarConfig, store: Store) -> tuple[Any, Any, Any]:
@@ -122,9 +133,9 @@ def serve(config: SidecarConfig, runtime: Runtime | None = None) -> int:
     # uvicorn re-raises the signal it caught once it has stopped; these handlers make that (and a second
     # signal during the final flush) harmless, so the flush always completes.
     previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
-    runtime.jobs.start()
-    log.info("specwatch sidecar on %s: policy %s, db %s, %d domain(s) warm-started", config.url,
-             config.policy, config.db, len(runtime.warmed))
+    runtime.start()
+    log.info("specwatch sidecar on %s: policy %s, db %s, %d domain(s) warm-started%s", config.url,
+             config.policy, config.db, len(runtime.warmed), f", step ring {config.ring!r}" if config.ring else "")
     try:
         server.run()
     finally:

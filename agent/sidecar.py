@@ -35,7 +35,7 @@ from typing import Any
 from agent.ingest import Ingest
 from agent.records import RecordError, StepRecord
 from agent.warm import DEFAULT_LOOKBACK, arm_history, switch_states
-from policies.base import Decision, Outcome, Policy, StopDrafting, has_refits
+from policies.base import Decision, Outcome, Policy, StopDrafting, StopState, has_refits
 from policies.switch import Switch, Transition
 from storage import Store
 
@@ -76,7 +76,7 @@ class Sidecar:
             self.switch.subscribe(self._on_transition)
         self.ingest = Ingest(self._ingest) if background else None
         self._ready: dict[str, tuple[str, Decision]] = {}  # domain -> (state key, decision) from the worker
-        self.rejected = 0  # records the worker refused (background mode only)
+        self.rejected = 0  # records refused by ``take`` (the ingest worker's and the ring reader's)
 
     # -- hot path ------------------------------------------------------------------------------------
     def record(self, step: StepRecord) -> None:
@@ -101,9 +101,10 @@ class Sidecar:
         self._observe(steps)
         return len(steps)
 
-    def _ingest(self, steps: list[StepRecord | tuple[StepRecord, ...]]) -> None:
-        """The worker's side of ``background``: validate single records (batches from ``record_many`` come
-        validated, as tuples), feed every branch, ready the next decisions."""
+    def take(self, steps: Sequence[StepRecord | tuple[StepRecord, ...]]) -> set[str]:
+        """Feed records checked one by one, on the caller's thread: a bad one is logged, counted in
+        ``rejected`` and kept nowhere, the rest go on (tuples are batches validated already). The ring
+        reader (agent/ring_reader.py) and the ingest worker use it. Returns the domains fed."""
         good: list[StepRecord] = []
         for s in steps:
             if type(s) is tuple:
@@ -118,8 +119,13 @@ class Sidecar:
             good.append(s)
         self.store.count_validated(good)
         self._observe(good)
+        return {s.domain for s in good}
+
+    def _ingest(self, steps: list[StepRecord | tuple[StepRecord, ...]]) -> None:
+        """The worker's side of ``background``: feed what came, ready the next decisions."""
+        domains = self.take(steps)
         with self._lock:
-            for domain in {s.domain for s in good}:
+            for domain in domains:
                 key = self._key(domain)
                 decision = self.policy.choose(key)
                 self._stamp(key, decision)
@@ -189,6 +195,11 @@ class Sidecar:
         """The policy's in-step stop rule for ``domain`` (in-process decoding only)."""
         with self._lock:
             return self.policy.stop_drafting(self._key(domain))
+
+    def stop_state(self, domain: str) -> StopState | None:
+        """What the stop rule of ``domain`` reads, for a decoder in another process (agent/ring_client.py)."""
+        with self._lock:
+            return self.policy.stop_state(self._key(domain))
 
     def _key(self, domain: str) -> str:
         """``domain``, or OTHER once ``max_domains`` are known (caller holds the lock)."""

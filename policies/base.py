@@ -17,6 +17,20 @@ from typing import Any, Callable, NamedTuple, Sequence
 StopDrafting = Callable[[float, int], bool]
 
 
+class StopState(NamedTuple):
+    """What a policy's in-step stop rule reads, so a decoder in another process can apply the same rule
+    (policies.confidence_state.stop_rule). ``rule``: "gain" or "roc"; ``bins``: the calibration table's
+    resolution; ``threshold``: the confidence below which drafting stops while ``limits`` is None;
+    ``table``: P(accept | confidence bin), bins + 1 entries; ``limits``: per drafted position, the
+    P(all accepted) below which drafting stops (gain rule, once fitted)."""
+
+    rule: str
+    bins: int
+    threshold: float
+    table: Sequence[float] | None
+    limits: Sequence[float] | None
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """What to do on the next step of a domain. ``speculate`` is False exactly when lookahead is 0."""
@@ -96,6 +110,10 @@ class Policy(ABC):
 
     def stop_drafting(self, domain: str) -> StopDrafting | None:
         """A callable that ends drafting inside a step (``None``: draft all K)."""
+        return None
+
+    def stop_state(self, domain: str) -> StopState | None:
+        """The state ``stop_drafting`` reads, for a decoder in another process (``None``: no stop rule)."""
         return None
 
     def reconsider(self) -> "Policy":

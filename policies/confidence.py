@@ -30,8 +30,8 @@ from itertools import repeat
 from typing import Any, Callable, Sequence
 
 from policies import fit
-from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting
-from policies.confidence_state import _FRESH, DomainState as _Domain, surprise_point
+from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting, StopState
+from policies.confidence_state import _FRESH, DomainState as _Domain, stop_rule, surprise_point
 from policies.goodput import marginal_seconds, stop_limits, stop_weight
 
 RULES = ("gain", "roc")
@@ -290,26 +290,15 @@ class ConfidenceStop(Policy):
         callable carries P_all through a step (position 1 starts one): take one per generation."""
         st = self._domains.get(domain) or self._new(domain)
         inner = self.base.stop_drafting(domain) if self.base is not None else None
-        if self.rule == "gain":
-            bins, p_all = self.bins, [1.0]
-
-            def own(confidence: float, position: int) -> bool:
-                table, limits = st.table, st.limits
-                if limits is None:
-                    return confidence < st.threshold
-                i = int(confidence * bins)  # a probability: only 1.0 itself falls past the last bin
-                p = table[i] if i < bins else table[-1]
-                p_all[0] = p if position == 1 else p_all[0] * p
-                try:
-                    return p_all[0] < limits[position]
-                except IndexError:  # no position past kmax
-                    return True
-        else:
-            def own(confidence: float, position: int) -> bool:
-                return confidence < st.threshold
+        own = stop_rule(st, self.rule, self.bins)
         if inner is None:
             return own
         return lambda confidence, position: own(confidence, position) or inner(confidence, position)
+
+    def stop_state(self, domain: str) -> StopState:
+        """What ``stop_drafting`` reads, for a decoder in another process (agent/ring_client.py)."""
+        st = self._domains.get(domain) or self._new(domain)
+        return StopState(self.rule, self.bins, st.threshold, st.table, st.limits)
 
     def reconsider(self) -> "ConfidenceStop":
         """Forget what drafting under the stop earned (the veto's evidence) in every domain: it was measured

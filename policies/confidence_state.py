@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Sequence
 
-from policies.base import Decision
+from policies.base import Decision, StopDrafting
 
 _FRESH = (0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0)  # ``_Domain.since`` before any pair
 
@@ -34,6 +34,31 @@ class DomainState:
         self.due = False  # a fit is due at the next refit()
         self.epoch = 0  # bumped when the window forgets a changed target: fits computed before are stale
 
+
+
+def stop_rule(st, rule: str, bins: int) -> StopDrafting:
+    """The in-step stop of ConfidenceStop over ``st``'s ``threshold``, ``table`` and ``limits``, read at call
+    time (a refit, or a fresh copy from the sidecar, applies at once). ``st``: a DomainState, or any object
+    with those attributes (agent/ring_client.py keeps one per domain). The gain rule carries P_all through a
+    step (position 1 starts one): one callable per generation."""
+    if rule != "gain":
+        def threshold_only(confidence: float, position: int) -> bool:
+            return confidence < st.threshold
+        return threshold_only
+    p_all = [1.0]
+
+    def gain(confidence: float, position: int) -> bool:
+        table, limits = st.table, st.limits
+        if limits is None:
+            return confidence < st.threshold
+        i = int(confidence * bins)  # a probability: only 1.0 itself falls past the last bin
+        p = table[i] if i < bins else table[-1]
+        p_all[0] = p if position == 1 else p_all[0] * p
+        try:
+            return p_all[0] < limits[position]
+        except IndexError:  # no position past kmax
+            return True
+    return gain
 
 
 def surprise_point(since: list, lookup: tuple[list[float], list[float]], bins: int, conf: Sequence[float], n: int,

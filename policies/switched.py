@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting, has_refits
+from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting, StopState, has_refits
 from policies.switch import Switch
 
 
@@ -64,6 +64,9 @@ class Switched(Policy):
 
     def stop_drafting(self, domain: str) -> StopDrafting | None:
         return self.policy.stop_drafting(domain)
+
+    def stop_state(self, domain: str) -> StopState | None:
+        return self.policy.stop_state(domain)
 
     def reconsider(self) -> "Switched":
         self.policy.reconsider()
