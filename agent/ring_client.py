@@ -33,6 +33,9 @@ from policies.base import Decision, StopDrafting
 from policies.confidence_state import stop_rule
 
 log = logging.getLogger(__name__)
+# module constants as globals: one dictionary look-up each on the hot path instead of two
+_SLOT, _U64, _NO_NAME, _SLOT_AT, _LISTS_AT = rl.SLOT, rl.U64, rl.NO_NAME, rl.SLOT_AT, rl.LISTS_AT
+_HAS_MASK, _HAS_EXPECTED, _HAS_CONFIDENCE, _HAS_TIMESTAMP = rl.HAS_MASK, rl.HAS_EXPECTED, rl.HAS_CONFIDENCE, rl.HAS_TIMESTAMP
 
 
 class _Stop:
@@ -74,6 +77,10 @@ class RingClient:
         self._free = self.layout.slots  # slots known to be free before the read counter is looked at again
         self._masks: dict[tuple[int, int], list[int]] = {}
         self._lists = [struct.Struct(f"<{k}d") for k in range(self.layout.kmax + 2)]
+        # the layout's offsets, as plain attributes (the hot path reads them every record)
+        self._kmax, self._nslots = self.layout.kmax, self.layout.slots
+        self._slot0, self._slot_size = self.layout.slots_at, self.layout.slot_size
+        self._conf_at = rl.LISTS_AT + 8 * self.layout.kmax
         self._request: tuple[str | None, bytes] = (None, b"")
         self._entries: dict[str, _Entry] = {}
         self._scanned = 0  # decision entries looked at
@@ -85,13 +92,12 @@ class RingClient:
     def record(self, step: StepRecord) -> None:
         """Queue one step for the sidecar (see the module docstring for what is refused and when)."""
         with self._lock:
-            layout, buf = self.layout, self.buf
             i = self._next
             if not self._free and not self._room(i):
                 self._drop()
                 return
+            buf, names = self.buf, self._names
             k, a = step.lookahead, step.accepted
-            names = self._names
             try:
                 d, t, v = names[step.domain], names[step.target_version], names[step.draft_version]
             except (KeyError, TypeError):
@@ -99,36 +105,39 @@ class RingClient:
                 t = self._intern(step.target_version, "target_version", 128)
                 v = self._intern(step.draft_version, "draft_version", 128)
             pod = step.pod
-            p = rl.NO_NAME if pod is None else names.get(pod) if type(pod) is str else None
+            p = _NO_NAME if pod is None else names.get(pod) if type(pod) is str else None
             if p is None:
                 p = self._intern(pod, "pod", 128)
-            offset = layout.slot(i)
+            offset = self._slot0 + (i % self._nslots) * self._slot_size
             flags = 0
             try:
-                if type(k) is not int or not 0 <= k <= layout.kmax:
-                    raise RecordError("lookahead", f"must be an integer in 0..{layout.kmax} (the ring's kmax), "
+                if type(k) is not int or not 0 <= k <= self._kmax:
+                    raise RecordError("lookahead", f"must be an integer in 0..{self._kmax} (the ring's kmax), "
                                                    f"got {k!r}")
                 mask, expected, confidence = step.accepted_mask, step.expected_acceptance, step.draft_confidence
                 if mask is not None:
-                    if mask != self._mask(k, a):
+                    if mask != self._masks.get((k, a)) and mask != self._mask(k, a):
                         raise _invalid(step, "accepted_mask", "must be `accepted` ones followed by zeros")
-                    flags = rl.HAS_MASK
+                    flags = _HAS_MASK
                 lists = self._lists[k]
                 if expected is not None:
-                    lists.pack_into(buf, offset + rl.LISTS_AT, *expected)
-                    flags |= rl.HAS_EXPECTED
+                    lists.pack_into(buf, offset + _LISTS_AT, *expected)
+                    flags |= _HAS_EXPECTED
                 if confidence is not None:
-                    lists.pack_into(buf, offset + rl.LISTS_AT + 8 * layout.kmax, *confidence)
-                    flags |= rl.HAS_CONFIDENCE
+                    lists.pack_into(buf, offset + self._conf_at, *confidence)
+                    flags |= _HAS_CONFIDENCE
                 ts = step.timestamp
-                if ts is not None:
-                    flags |= rl.HAS_TIMESTAMP
-                rid = self._request_bytes(step.request_id, buf, offset)
-                rl.SLOT.pack_into(buf, offset + rl.SLOT_AT, d, t, v, p, k, a, step.emitted, flags,
-                                  step.draft_seconds, step.verify_seconds, 0.0 if ts is None else ts, rid)
+                if ts is None:
+                    ts = 0.0
+                else:
+                    flags |= _HAS_TIMESTAMP
+                rid = step.request_id
+                rid = 0 if rid is None else self._request_bytes(rid, buf, offset)
+                _SLOT.pack_into(buf, offset + _SLOT_AT, d, t, v, p, k, a, step.emitted, flags,
+                                step.draft_seconds, step.verify_seconds, ts, rid)
             except struct.error as exc:  # a value of the wrong type or out of range: name its field
                 raise _invalid(step, "record", str(exc)) from None
-            rl.U64.pack_into(buf, offset, i + 1)  # the stamp, last: the slot is now the reader's
+            _U64.pack_into(buf, offset, i + 1)  # the stamp, last: the slot is now the reader's
             self._next = i + 1
             self._free -= 1
 
@@ -181,8 +190,6 @@ class RingClient:
         return index
 
     def _request_bytes(self, request_id, buf, offset: int) -> int:
-        if request_id is None:
-            return 0
         last, data = self._request
         if request_id is not last:
             _check_text("request_id", request_id, 128)

@@ -93,7 +93,8 @@ class RingReader:
                 idle = self.poll
                 continue
             if self._stop.is_set():
-                self.poll_once()
+                while self.poll_once():  # what the ring holds at the stop
+                    pass
                 return
             self._stop.wait(idle)
             idle = min(idle * 2, IDLE_POLL)

@@ -5,7 +5,10 @@ Python runs right after the models' forward passes, with cold caches, and a work
 with the decoder. Here the full kit's target v1 and draft decode held-out prompts of every domain, steered
 by a Sidecar (the default policy, drift watch, metrics, alert manager) through ``agent.steer.generate_with``;
 the time each step spends in ``record`` + ``decide`` on the decoding thread is recorded, with the decode
-throughput and the ingest worker's CPU per step. The two modes alternate, ``--rounds`` times each.
+throughput and the CPU spent per step off the decoding thread. Three modes alternate, ``--rounds`` times
+each: inline, background ingest (a worker thread, sharing the GIL), and the step ring to a real
+``specwatch serve --ring`` process (agent/ring_client.py; that process's CPU, HTTP server and scheduler
+included, is the off-thread CPU).
 
 Not a test: prints a table and writes bench/results/overhead_insitu.json. Run on an idle machine.
 
@@ -33,33 +36,51 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.config import SidecarConfig  # noqa: E402
 from agent.decoder import SpeculativeDecoder  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
+from agent.ring_client import RingClient  # noqa: E402
 from agent.sidecar import Sidecar  # noqa: E402
 from agent.steer import generate_with  # noqa: E402
 from bench.overhead import GOAL_US, components  # noqa: E402
+from bench.sidecar_process import cpu_seconds, sidecar_process  # noqa: E402
 from policies.registry import make  # noqa: E402
 from storage import Store, StoreConfig  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "overhead_insitu.json"
-MODES = {"inline": False, "background ingest": True}
+MODES = ("inline", "background ingest", "step ring (sidecar process)")
 
 
-def run(decoder, prompts, tokens: int, background: bool, policy: str, tmp: Path, n: int) -> dict:
+def run(decoder, prompts, tokens: int, mode: str, policy: str, tmp: Path, n: int) -> dict:
+    """One pass over ``prompts``: the hot path per step, decode throughput, CPU spent off the decoding
+    thread per step (the ingest worker's, or the whole sidecar process's)."""
+    if mode == MODES[2]:
+        name = f"specwatch-insitu-{os.getpid()}-{n}"
+        with RingClient(name, pod="bench") as client, sidecar_process(name, policy, 0, tmp / f"ring-{n}") as served:
+            cpu = cpu_seconds(served.proc.pid)
+            out = decode(client, decoder, prompts, tokens)
+            if not client.drain(60.0):
+                raise RuntimeError("the sidecar process did not read the ring within 60 s")
+            out["worker_cpu_us_per_step"] = (cpu_seconds(served.proc.pid) - cpu) / out["steps"] * 1e6
+            return out
     store = Store.open(f"sqlite:///{tmp / f'insitu-{n}.db'}", StoreConfig(pod="bench"))
+    background = mode == MODES[1]
     sidecar = Sidecar(store, make(policy, kmax=8, seed=0), pod="bench", background=background,
                       **components(store))
-    hot: list[int] = []
-    emitted, started = 0, time.perf_counter()
     try:
-        for domain, ids in prompts:
-            emitted += len(generate_with(sidecar, decoder, ids, tokens, domain, hot_path_ns=hot).tokens)
-        seconds = time.perf_counter() - started
-        worker = sidecar.ingest.cpu_seconds if background else 0.0
+        out = decode(sidecar, decoder, prompts, tokens)
+        out["worker_cpu_us_per_step"] = sidecar.ingest.cpu_seconds / out["steps"] * 1e6 if background else 0.0
     finally:
         sidecar.close()
+    return out
+
+
+def decode(sidecar, decoder, prompts, tokens: int) -> dict:
+    hot: list[int] = []
+    emitted, started = 0, time.perf_counter()
+    for domain, ids in prompts:
+        emitted += len(generate_with(sidecar, decoder, ids, tokens, domain, hot_path_ns=hot).tokens)
+    seconds = time.perf_counter() - started
     us = sorted(x / 1000 for x in hot)
     return {"steps": len(us), "median_us": statistics.median(us), "p99_us": us[int(0.99 * (len(us) - 1))],
-            "mean_us": statistics.fmean(us), "tokens_per_second": emitted / seconds,
-            "worker_cpu_us_per_step": worker / len(us) * 1e6}
+            "mean_us": statistics.fmean(us), "tokens_per_second": emitted / seconds}
 
 
 def main() -> None:
@@ -78,16 +99,16 @@ def main() -> None:
     load = os.getloadavg()
     runs: dict[str, list[dict]] = {m: [] for m in MODES}
     with tempfile.TemporaryDirectory() as tmp:
-        run(decoder, prompts[:2], 16, False, args.policy, Path(tmp), -1)  # warm-up
+        run(decoder, prompts[:2], 16, MODES[0], args.policy, Path(tmp), -1)  # warm-up
         for r in range(args.rounds):
-            for mode, background in MODES.items():
-                runs[mode].append(run(decoder, prompts, args.tokens, background, args.policy, Path(tmp),
+            for mode in MODES:
+                runs[mode].append(run(decoder, prompts, args.tokens, mode, args.policy, Path(tmp),
                                       len(runs) * r + len(runs[mode])))
     rows = {m: {k: statistics.median(x[k] for x in rs) for k in rs[0]} for m, rs in runs.items()}
     table = Table(title=f"hot path inside real decoding (full kit, {args.policy}, {len(prompts)} requests x "
                         f"{args.tokens} tokens, median of {args.rounds} rounds; goal <= {GOAL_US:g} us)")
     for col in ("mode", "steps", "record + decide median us", "p99 us", "mean us", "decode tok/s",
-                "worker CPU us/step"):
+                "CPU off the decoding thread us/step"):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for mode, r in rows.items():
         table.add_row(mode, f"{r['steps']:.0f}", f"{r['median_us']:.1f}", f"{r['p99_us']:.1f}",

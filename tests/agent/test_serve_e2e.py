@@ -190,3 +190,31 @@ def test_generate_through_the_served_decoder_is_ready_only_with_its_models(tmp_p
         assert code == 0, s.output()
         (row,) = s.cli("stats", "--by", "domain", *UNTIL)
     assert (row["domain"], row["steps"]) == ("logs", out["steps"])
+
+
+def test_steps_over_the_step_ring_are_all_stored_even_when_sigterm_comes_at_once(tmp_path):
+    from agent.records import StepRecord
+    from agent.ring_client import RingClient
+
+    name = f"specwatch-e2e-{tmp_path.name[-20:]}"
+    records = random_records(3000, seed=4)
+    with RingClient(name, pod="e2e") as ring, Served(tmp_path, env={"SPECWATCH_RING": name}) as s:
+        assert s.client.get("/readyz").json()["checks"]["ring"] == "ok"
+        for r in records[:100]:
+            ring.record(StepRecord(**r))
+        assert ring.drain(30.0), "the sidecar reads the ring"
+        deadline = time.monotonic() + 30.0  # read first, then fed and decided: the decision follows shortly
+        while "from the sidecar (ring" not in ring.decide("code").reason and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ring.decide("code").reason.endswith(f"from the sidecar (ring {name!r})")
+        for r in records[100:]:
+            ring.record(StepRecord(**r))
+        code, _ = s.stop(timeout=GRACE)  # no wait for the reader: the shutdown reads what the ring holds
+        assert code == 0, s.output()
+        assert ring.pending == 0 and ring.dropped == 0
+        rows = s.cli("stats", "--by", "domain", "--by", "lookahead", *UNTIL)
+    want = expected_totals(records)
+    assert {(r["domain"], r["lookahead"]) for r in rows} == set(want)
+    for row in rows:
+        w = want[(row["domain"], row["lookahead"])]
+        assert row["steps"] == w["steps"] and round(row["tokens_per_step"] * row["steps"]) == w["emitted"]
