@@ -116,7 +116,7 @@ class RingClient:
                                                    f"got {k!r}")
                 mask, expected, confidence = step.accepted_mask, step.expected_acceptance, step.draft_confidence
                 if mask is not None:
-                    if mask != self._masks.get((k, a)) and mask != self._mask(k, a):
+                    if mask != self._mask(k, a):
                         raise _invalid(step, "accepted_mask", "must be `accepted` ones followed by zeros")
                     flags = _HAS_MASK
                 lists = self._lists[k]
@@ -135,7 +135,7 @@ class RingClient:
                 rid = 0 if rid is None else self._request_bytes(rid, buf, offset)
                 _SLOT.pack_into(buf, offset + _SLOT_AT, d, t, v, p, k, a, step.emitted, flags,
                                 step.draft_seconds, step.verify_seconds, ts, rid)
-            except struct.error as exc:  # a value of the wrong type or out of range: name its field
+            except (struct.error, TypeError) as exc:  # a value of the wrong type or out of range
                 raise _invalid(step, "record", str(exc)) from None
             _U64.pack_into(buf, offset, i + 1)  # the stamp, last: the slot is now the reader's
             self._next = i + 1
@@ -166,11 +166,15 @@ class RingClient:
     def _reader_alive(self) -> bool:
         return time.time() - rl.F64.unpack_from(self.buf, rl.BEAT)[0] <= self.dead_after
 
-    def _mask(self, k: int, a: int) -> list[int] | None:
-        mask = self._masks.get((k, a))
-        if mask is None and type(k) is int and type(a) is int and 0 <= a <= k:
+    def _mask(self, k: int, a) -> list[int] | None:
+        """The only valid mask for ``k`` drafted and ``a`` accepted (None when ``a`` is no valid count)."""
+        try:
+            return self._masks[(k, a)]
+        except (KeyError, TypeError):
+            if type(a) is not int or not 0 <= a <= k:
+                return None
             mask = self._masks[(k, a)] = [1] * a + [0] * (k - a)
-        return mask
+            return mask
 
     def _intern(self, text, field_name: str, limit: int) -> int:
         """The name index of ``text``, written to the ring's name table on first use."""

@@ -97,6 +97,8 @@ def test_records_cross_the_ring_unchanged_and_in_order(client, name):
     ("pod", dict(pod="bad\npod")),
     ("request_id", dict(request_id="é" * 100)),  # 200 bytes of UTF-8: over the slot's 128
     ("draft_seconds", dict(draft_seconds="0.1")),
+    ("accepted", dict(accepted=[2])),
+    ("expected_acceptance", dict(expected_acceptance=0.5)),
 ])
 def test_what_the_ring_cannot_carry_is_refused_naming_the_field_and_nothing_is_written(client, name, field, change):
     good = step("code", 4, 2, T0)
@@ -263,7 +265,9 @@ def test_the_reader_reads_out_a_replaced_ring_then_follows_the_new_one(name):
 def test_sidecar_over_the_ring_stores_exactly_what_was_recorded(tmp_path, client, name):
     store = open_store(tmp_path, Clock())
     sidecar = Sidecar(store, make("confidence-stop+switch", 8, 0), clock=Clock())
-    reader = RingReader(sidecar, name, poll=0.001).start()
+    reader = RingReader(sidecar, name, poll=0.001)
+    reader.poll_once()  # attached before the first record: 400 records overrun 64 slots with no reader
+    reader.start()
     rng = random.Random(3)
     sent = []
     for i in range(400):
