@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from agent import settings
+from agent.ring_layout import check_name
 
 KIT_TARGETS = ("v1", "v2")
 
@@ -90,10 +91,11 @@ class SidecarConfig:
             url = getattr(self, name)
             if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
                 raise ConfigError(name, f"must be an http:// or https:// URL, got {url!r}")
-        if self.ring is not None and (not isinstance(self.ring, str) or not 1 <= len(self.ring) <= 200
-                                      or "/" in self.ring or not self.ring.isprintable()):
-            raise ConfigError("ring", f"must be a shared-memory name: printable text without '/', 1..200 "
-                                      f"characters, got {self.ring!r}")
+        if self.ring is not None:
+            try:
+                check_name(self.ring)
+            except ValueError as exc:
+                raise ConfigError("ring", str(exc).removeprefix("ring name: ")) from None
         if self.kit_target not in KIT_TARGETS:
             raise ConfigError("kit_target", f"must be one of {', '.join(KIT_TARGETS)}, got {self.kit_target!r}")
         if (self.target_dir is None) != (self.draft_dir is None):

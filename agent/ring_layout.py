@@ -124,7 +124,7 @@ class RingMissing(FileNotFoundError):
 
 def create(name: str, layout: Layout) -> shared_memory.SharedMemory:
     """A new, zeroed ring named ``name`` (an older segment of that name is replaced)."""
-    _check_name(name)
+    check_name(name)
     try:
         old = shared_memory.SharedMemory(name=name)
     except FileNotFoundError:
@@ -143,7 +143,7 @@ def create(name: str, layout: Layout) -> shared_memory.SharedMemory:
 def attach(name: str) -> tuple[shared_memory.SharedMemory, Layout, int]:
     """Open the ring ``name`` made by a decoding process: (segment, layout, nonce). RingMissing if absent;
     ValueError if the segment is not a ring of this format."""
-    _check_name(name)
+    check_name(name)
     try:
         shm = shared_memory.SharedMemory(name=name)
     except FileNotFoundError:
@@ -188,6 +188,7 @@ def beat(buf, now: float | None = None) -> None:
     F64.pack_into(buf, BEAT, time.time() if now is None else now)
 
 
-def _check_name(name: str) -> None:
+def check_name(name: str) -> None:
+    """ValueError unless ``name`` can name a shared-memory segment."""
     if not isinstance(name, str) or not name or len(name) > 200 or "/" in name or not name.isprintable():
         raise ValueError(f"ring name: printable text without '/', 1..200 characters, got {name!r}")

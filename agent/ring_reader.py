@@ -31,7 +31,7 @@ class RingReader:
     ``decide`` and ``stop_state``)."""
 
     def __init__(self, sidecar: Any, name: str = "specwatch", *, poll: float = 0.001, batch: int = 4096):
-        rl._check_name(name)  # noqa: SLF001 - same check as the client's
+        rl.check_name(name)
         if not 0 < poll <= 1:
             raise ValueError(f"poll must be in (0, 1] seconds, got {poll!r}")
         self.sidecar, self.name, self.poll, self.batch = sidecar, name, poll, batch

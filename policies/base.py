@@ -21,8 +21,8 @@ class StopState(NamedTuple):
     """What a policy's in-step stop rule reads, so a decoder in another process can apply the same rule
     (policies.confidence_state.stop_rule). ``rule``: "gain" or "roc"; ``bins``: the calibration table's
     resolution; ``threshold``: the confidence below which drafting stops while ``limits`` is None;
-    ``table``: P(accept | confidence bin), bins + 1 entries; ``limits``: per drafted position, the
-    P(all accepted) below which drafting stops (gain rule, once fitted)."""
+    ``table``: P(accept | confidence bin), ``bins`` entries (a confidence of 1 reads the last);
+    ``limits``: per drafted position, the P(all accepted) below which drafting stops (gain rule, fitted)."""
 
     rule: str
     bins: int

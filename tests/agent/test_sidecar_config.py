@@ -41,6 +41,7 @@ def test_environment_overrides_the_file_and_flags_override_both(tmp_path, monkey
     ("POLICY", "fastest", "policy: unknown 'fastest'"),
     ("BODY_LIMIT", "10", "body_limit: must be an integer in 1024..1073741824, got 10 (from SPECWATCH_BODY_LIMIT)"),
     ("KMAX", "0", "kmax: must be an integer in 1..64, got 0 (from SPECWATCH_KMAX)"),
+    ("RING", "dev/shm/x", "ring: printable text without '/', 1..200 characters, got 'dev/shm/x' (from SPECWATCH_RING)"),
 ])
 def test_bad_environment_values_name_the_option_and_variable(monkeypatch, env, value, message):
     monkeypatch.setenv(f"SPECWATCH_{env}", value)
