@@ -34,8 +34,7 @@ from policies.confidence_state import stop_rule
 
 log = logging.getLogger(__name__)
 # module constants as globals: one dictionary look-up each on the hot path instead of two
-_SLOT, _U64, _NO_NAME, _SLOT_AT, _LISTS_AT = rl.SLOT, rl.U64, rl.NO_NAME, rl.SLOT_AT, rl.LISTS_AT
-_HAS_MASK, _HAS_EXPECTED, _HAS_CONFIDENCE, _HAS_TIMESTAMP = rl.HAS_MASK, rl.HAS_EXPECTED, rl.HAS_CONFIDENCE, rl.HAS_TIMESTAMP
+_U64, _NO_NAME, _SLOT_AT, _REQUEST_AT = rl.U64, rl.NO_NAME, rl.SLOT_AT, rl.REQUEST_AT
 
 
 class _Stop:
@@ -73,19 +72,19 @@ class RingClient:
         self.buf = self.shm.buf
         self._lock = threading.Lock()
         self._names: dict[str, int] = {}
+        self._ids: dict[tuple, tuple[int, int, int, int]] = {}  # (domain, target, draft, pod) -> name indexes
+        self._kinds: dict[tuple, tuple[struct.Struct, int, list[int]]] = {}  # kind -> packer, flags, mask
         self._next = 0  # records written
         self._free = self.layout.slots  # slots known to be free before the read counter is looked at again
-        self._masks: dict[tuple[int, int], list[int]] = {}
         self._lists = [struct.Struct(f"<{k}d") for k in range(self.layout.kmax + 2)]
         # the layout's offsets, as plain attributes (the hot path reads them every record)
         self._kmax, self._nslots = self.layout.kmax, self.layout.slots
         self._slot0, self._slot_size = self.layout.slots_at, self.layout.slot_size
-        self._conf_at = rl.LISTS_AT + 8 * self.layout.kmax
         self._request: tuple[str | None, bytes] = (None, b"")
         self._entries: dict[str, _Entry] = {}
         self._scanned = 0  # decision entries looked at
         self._decisions: dict[int, Decision] = {}
-        self.fallback = self._decision(fallback, f"K={fallback}: no decision from the sidecar yet")
+        self.fallback = Decision(fallback, fallback > 0, f"K={fallback}: no decision from the sidecar yet", "sidecar")
         self.dropped = 0
 
     # -- record ------------------------------------------------------------------------------------------
@@ -96,50 +95,59 @@ class RingClient:
             if not self._free and not self._room(i):
                 self._drop()
                 return
-            buf, names = self.buf, self._names
-            k, a = step.lookahead, step.accepted
-            try:
-                d, t, v = names[step.domain], names[step.target_version], names[step.draft_version]
+            k, a, mask = step.lookahead, step.accepted, step.accepted_mask
+            expected, confidence, ts = step.expected_acceptance, step.draft_confidence, step.timestamp
+            kind = (k, a, mask is None, expected is None, confidence is None, ts is None)
+            try:  # the common case: strings and kind of record seen before, one look-up each
+                ids = self._ids[(step.domain, step.target_version, step.draft_version, step.pod)]
+                packer, flags, valid_mask = self._kinds[kind]
             except (KeyError, TypeError):
-                d = self._intern(step.domain, "domain", 64)
-                t = self._intern(step.target_version, "target_version", 128)
-                v = self._intern(step.draft_version, "draft_version", 128)
-            pod = step.pod
-            p = _NO_NAME if pod is None else names.get(pod) if type(pod) is str else None
-            if p is None:
-                p = self._intern(pod, "pod", 128)
+                ids, (packer, flags, valid_mask) = self._learn(step, kind)
+            if mask is not None and mask != valid_mask:
+                raise _invalid(step, "accepted_mask", "must be `accepted` ones followed by zeros")
+            buf = self.buf
             offset = self._slot0 + (i % self._nslots) * self._slot_size
-            flags = 0
+            rid = step.request_id
             try:
-                if type(k) is not int or not 0 <= k <= self._kmax:
-                    raise RecordError("lookahead", f"must be an integer in 0..{self._kmax} (the ring's kmax), "
-                                                   f"got {k!r}")
-                mask, expected, confidence = step.accepted_mask, step.expected_acceptance, step.draft_confidence
-                if mask is not None:
-                    if mask != self._mask(k, a):
-                        raise _invalid(step, "accepted_mask", "must be `accepted` ones followed by zeros")
-                    flags = _HAS_MASK
-                lists = self._lists[k]
-                if expected is not None:
-                    lists.pack_into(buf, offset + _LISTS_AT, *expected)
-                    flags |= _HAS_EXPECTED
-                if confidence is not None:
-                    lists.pack_into(buf, offset + self._conf_at, *confidence)
-                    flags |= _HAS_CONFIDENCE
-                ts = step.timestamp
-                if ts is None:
-                    ts = 0.0
-                else:
-                    flags |= _HAS_TIMESTAMP
-                rid = step.request_id
-                rid = 0 if rid is None else self._request_bytes(rid, buf, offset)
-                _SLOT.pack_into(buf, offset + _SLOT_AT, d, t, v, p, k, a, step.emitted, flags,
-                                step.draft_seconds, step.verify_seconds, ts, rid)
-            except (struct.error, TypeError) as exc:  # a value of the wrong type or out of range
+                packer.pack_into(buf, offset + _SLOT_AT, *ids, k, a, step.emitted, flags, step.draft_seconds,
+                                 step.verify_seconds, ts or 0.0, 0 if rid is None else self._request_length(rid),
+                                 *(expected or ()), *(confidence or ()))
+            except (struct.error, TypeError) as exc:  # a value of the wrong type, or a list of the wrong length
                 raise _invalid(step, "record", str(exc)) from None
+            if rid is not None:  # after the packing, which zeroes the request id's bytes
+                data = self._request[1]
+                buf[offset + _REQUEST_AT:offset + _REQUEST_AT + len(data)] = data
             _U64.pack_into(buf, offset, i + 1)  # the stamp, last: the slot is now the reader's
             self._next = i + 1
             self._free -= 1
+
+    def _learn(self, step: StepRecord, kind: tuple) -> tuple[tuple[int, int, int, int], tuple]:
+        """First record with these strings or of this kind: check and intern the strings, make the packer of
+        the kind (lookahead, accepted, which optional fields are there). RecordError naming the field."""
+        ids = (self._intern(step.domain, "domain", 64), self._intern(step.target_version, "target_version", 128),
+               self._intern(step.draft_version, "draft_version", 128),
+               _NO_NAME if step.pod is None else self._intern(step.pod, "pod", 128))
+        k, a, no_mask, no_expected, no_confidence, no_ts = kind
+        if type(k) is not int or not 0 <= k <= self._kmax:
+            raise RecordError("lookahead", f"must be an integer in 0..{self._kmax} (the ring's kmax), got {k!r}")
+        if type(a) is not int or not 0 <= a <= k:
+            raise _invalid(step, "accepted", f"must be 0..{k}, got {a!r}")
+        made = self._kinds.get(kind)
+        if made is None:
+            layout = ["<", rl.SLOT.format.lstrip("<"), f"{rl.LISTS_AT - rl.SLOT_AT - rl.SLOT.size}x"]
+            if not no_expected:
+                layout.append(f"{k}d")
+            if not no_confidence:
+                layout.append(f"{8 * (self._kmax - (0 if no_expected else k))}x{k}d")
+            flags = ((0 if no_mask else rl.HAS_MASK) | (0 if no_expected else rl.HAS_EXPECTED)
+                     | (0 if no_confidence else rl.HAS_CONFIDENCE) | (0 if no_ts else rl.HAS_TIMESTAMP))
+            made = (struct.Struct("".join(layout)), flags, [1] * a + [0] * (k - a))
+            if len(self._kinds) < 65_536:  # bounded: kinds are at most (kmax + 1)^2 x 16 anyway
+                self._kinds[kind] = made
+        key = (step.domain, step.target_version, step.draft_version, step.pod)
+        if len(self._ids) < 65_536:
+            self._ids[key] = ids
+        return ids, made
 
     def _room(self, i: int) -> bool:
         """Whether slot ``i`` is free, waiting up to ``full_wait`` while a live reader catches up."""
@@ -166,16 +174,6 @@ class RingClient:
     def _reader_alive(self) -> bool:
         return time.time() - rl.F64.unpack_from(self.buf, rl.BEAT)[0] <= self.dead_after
 
-    def _mask(self, k: int, a) -> list[int] | None:
-        """The only valid mask for ``k`` drafted and ``a`` accepted (None when ``a`` is no valid count)."""
-        try:
-            return self._masks[(k, a)]
-        except (KeyError, TypeError):
-            if type(a) is not int or not 0 <= a <= k:
-                return None
-            mask = self._masks[(k, a)] = [1] * a + [0] * (k - a)
-            return mask
-
     def _intern(self, text, field_name: str, limit: int) -> int:
         """The name index of ``text``, written to the ring's name table on first use."""
         index = self._names.get(text) if type(text) is str else None
@@ -193,7 +191,8 @@ class RingClient:
         self._names[text] = index
         return index
 
-    def _request_bytes(self, request_id, buf, offset: int) -> int:
+    def _request_length(self, request_id) -> int:
+        """Bytes of ``request_id`` in UTF-8 (kept in ``_request`` for the slot; the last one is reused)."""
         last, data = self._request
         if request_id is not last:
             _check_text("request_id", request_id, 128)
@@ -201,7 +200,6 @@ class RingClient:
             if len(data) > rl.REQUEST_BYTES:
                 raise RecordError("request_id", f"longer than {rl.REQUEST_BYTES} bytes of UTF-8 (the ring's limit)")
             self._request = (request_id, data)
-        buf[offset + rl.REQUEST_AT:offset + rl.REQUEST_AT + len(data)] = data
         return len(data)
 
     # -- decide --------------------------------------------------------------------------------------------
@@ -256,14 +254,11 @@ class RingClient:
         stop.threshold = threshold
         stop.limits = limits if stop.table is not None else None  # never limits without their table
         entry.rule = None if not flags & rl.HAS_STOP else "gain" if flags & rl.GAIN else "roc"
-        entry.decision = self._decision(k, f"K={k} from the sidecar (ring {self.name!r})")
-        entry.seq = seq
-
-    def _decision(self, k: int, reason: str) -> Decision:
         decision = self._decisions.get(k)
-        if decision is None or decision.reason != reason:
-            decision = self._decisions[k] = Decision(k, k > 0, reason, "sidecar")
-        return decision
+        if decision is None:
+            decision = self._decisions[k] = Decision(k, k > 0, f"K={k} from the sidecar (ring {self.name!r})",
+                                                     "sidecar")
+        entry.decision, entry.seq = decision, seq
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     @property

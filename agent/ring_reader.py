@@ -43,6 +43,7 @@ class RingReader:
         self._tables: dict[str, Any] = {}  # domain -> the stop table last written (by identity)
         self._unlisted: set[str] = set()  # domains that found no entry (warned once)
         self._warned_bins = False
+        self._last: dict[int, tuple] = {}  # entry -> what was last published there (K, flags, stop state)
         self.records = 0  # records read
         self.corrupt = 0  # slots that named no known string (skipped)
         self._checked = 0.0
@@ -183,6 +184,11 @@ class RingReader:
                 log.warning("ring %r: the stop rule's table (%d bins) does not fit the ring's (%d bins, "
                             "kmax %d); the decoder stops on the confidence threshold", self.name, stop.bins,
                             layout.bins, layout.kmax)
+        last = self._last.get(index)
+        if last is not None and last[0] == decision.lookahead and last[1] == flags and last[2] == threshold \
+                and last[3] is limits and last[4] is table:
+            return  # unchanged: the client's decide stays a single read
+        self._last[index] = (decision.lookahead, flags, threshold, limits, table)
         seqs[0] += 1  # odd: being written
         rl.U64.pack_into(buf, offset, seqs[0])
         if table is not None and table is not self._tables.get(domain):
@@ -237,7 +243,7 @@ class RingReader:
             log.error("%s", exc)
             return
         self.shm, self.buf, self.layout, self.nonce = shm, shm.buf, layout, nonce
-        self._names, self._entries, self._seqs, self._tables = [], {}, [], {}
+        self._names, self._entries, self._seqs, self._tables, self._last = [], {}, [], {}, {}
         for index in range(min(rl.U64.unpack_from(shm.buf, rl.ENTRIES_USED)[0], layout.entries)):
             # a ring a previous sidecar published into: keep its entries and their sequence numbers
             offset = layout.entry(index)
