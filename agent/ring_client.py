@@ -86,6 +86,7 @@ class RingClient:
         self._decisions: dict[int, Decision] = {}
         self.fallback = Decision(fallback, fallback > 0, f"K={fallback}: no decision from the sidecar yet", "sidecar")
         self.dropped = 0
+        self.waited = 0  # records that found the ring full and waited for the sidecar
 
     # -- record ------------------------------------------------------------------------------------------
     def record(self, step: StepRecord) -> None:
@@ -159,7 +160,9 @@ class RingClient:
             if time.time() - rl.F64.unpack_from(self.buf, rl.BEAT)[0] > self.dead_after:
                 return False  # no reader, or a dead one: do not stall decoding
             now = time.monotonic()
-            deadline = deadline or now + self.full_wait
+            if deadline is None:
+                deadline = now + self.full_wait
+                self.waited += 1
             if now >= deadline:
                 return False
             time.sleep(0.0005)

@@ -168,10 +168,10 @@ def paired_replay(records: list[StepRecord], policy_name: str, seed: int, tmp: P
     return {k: v for k, v in out.items() if any(v)}
 
 
-def ring_loop(args, tmp: Path) -> tuple[list[int], list[int], float, int]:
+def ring_loop(args, tmp: Path) -> tuple[list[int], list[int], float, int, int]:
     """The closed loop through the step ring to a ``specwatch serve --ring`` process: decide and record
-    ns per step, the sidecar process's CPU seconds over the loop (until it has read every record), and
-    the records the ring dropped."""
+    ns per step, the sidecar process's CPU seconds over the loop (until it has read every record), the
+    records that found the ring full and waited, and those it dropped."""
     name = f"specwatch-bench-{os.getpid()}"
     with RingClient(name) as client, sidecar_process(name, args.policy, args.seed, tmp / "ring") as served:
         gc.collect()
@@ -181,7 +181,7 @@ def ring_loop(args, tmp: Path) -> tuple[list[int], list[int], float, int]:
             raise RuntimeError("the sidecar process did not read the ring within 60 s")
         cpu = cpu_seconds(served.proc.pid) - cpu
         gc.unfreeze()
-        return decide_ns, record_ns, cpu, client.dropped
+        return decide_ns, record_ns, cpu, client.waited, client.dropped
 
 
 def summary(ns: list[int]) -> dict[str, float]:
@@ -229,7 +229,7 @@ def main() -> None:
             "  record (queue; the worker validates)": summary(record_ns),
             "record + decide (inline ingest)": summary([d + r for d, r in zip(i_decide, i_record)]),
             "  decide ": summary(i_decide), "  record (validate + every branch)": summary(i_record)}
-    r_decide, r_record, ring_cpu, ring_dropped = ring
+    r_decide, r_record, ring_cpu, ring_waited, ring_dropped = ring
     rows.update({"record + decide (step ring; sidecar process)": summary([d + r for d, r in zip(r_decide, r_record)]),
                  "  decide  ": summary(r_decide), "  record (pack into shared memory)": summary(r_record)})
     top = ("replay through a fresh Sidecar", "same parts called directly", "Sidecar's own (paired difference)")
@@ -243,14 +243,15 @@ def main() -> None:
                   f"at most {backlog} records waiting (sampled every 100 steps)")
     ring_us = ring_cpu / len(r_decide) * 1e6
     console.print(f"sidecar process (step ring): {ring_us:.1f} us of CPU per step in its own process, HTTP "
-                  f"server and scheduler included; {ring_dropped} records dropped")
+                  f"server and scheduler included; {ring_waited} records waited for room in the ring (the "
+                  f"closed loop writes faster than that process takes them), {ring_dropped} dropped")
     goal_row = rows["record + decide (step ring; sidecar process)"]
     result = {"benchmark": "overhead", "policy": args.policy, "steps": len(total), "seed": args.seed,
               "gap_us": args.gap_us, "wired": sorted(parts), "goal_us": GOAL_US,
               "goal_met_median": goal_row["median_us"] <= GOAL_US, "goal_met_p99": goal_row["p99_us"] <= GOAL_US,
               "goal_met_mean": goal_row["mean_us"] <= GOAL_US, "goal_row": "record + decide (step ring; sidecar process)",
               "ingest_worker_cpu_us_per_step": worker_us, "ingest_max_backlog": backlog,
-              "ring_sidecar_cpu_us_per_step": ring_us, "ring_dropped": ring_dropped,
+              "ring_sidecar_cpu_us_per_step": ring_us, "ring_waited": ring_waited, "ring_dropped": ring_dropped,
               "loop_seconds": loop_seconds, "replay_refit_every": refit_every, "load_average_at_start": load, "python": platform.python_version(),
               "machine": platform.machine(), "cpus": os.cpu_count(),
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}

@@ -228,6 +228,7 @@ def test_a_live_reader_behind_gets_the_record_within_full_wait(name):
         assert c.drain(5.0)
         reader.stop()
         assert c.dropped == 0 and [t.timestamp for t in taker.taken] == [T0 + i for i in range(12)]
+        assert c.waited >= 1
 
 
 def test_a_new_sidecar_goes_on_where_the_last_one_stopped(client, name):
