@@ -15,7 +15,11 @@ import logging
 import struct
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from agent import ring_layout as rl
 from agent.records import StepRecord
@@ -46,6 +50,7 @@ class RingReader:
         self._last: dict[int, tuple] = {}  # entry -> what was last published there (K, flags, stop state)
         self.records = 0  # records read
         self.corrupt = 0  # slots that named no known string (skipped)
+        self._dropped = 0  # the writer's drop count when last looked at
         self._checked = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -56,11 +61,18 @@ class RingReader:
         return self.buf is not None
 
     @property
+    def dropped(self) -> int:
+        """Records the decoding process dropped for want of room (counted by it, in the ring)."""
+        buf = self.buf
+        if buf is not None:
+            self._dropped = rl.U64.unpack_from(buf, rl.DROPPED)[0]
+        return self._dropped
+
+    @property
     def status(self) -> str:
         if not self.attached:
             return f"waiting for the decoding process to create ring {self.name!r}"
-        dropped = rl.U64.unpack_from(self.buf, rl.DROPPED)[0]
-        return f"attached to ring {self.name!r}: {self.records} records read, {dropped} dropped by the writer"
+        return f"attached to ring {self.name!r}: {self.records} records read, {self.dropped} dropped by the writer"
 
     @property
     def alive(self) -> bool:
@@ -263,3 +275,27 @@ class RingReader:
         except BufferError:  # a view still held somewhere: the mapping goes with the process
             pass
         self.shm = self.layout = None
+
+
+class RingCollector(Collector):
+    """The step ring's counts on /metrics (``specwatch serve --ring`` registers one beside the Metrics)."""
+
+    def __init__(self, reader: RingReader):
+        self._reader = reader
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+    def collect(self) -> Iterable[Metric]:
+        r = self._reader
+        return [
+            CounterMetricFamily("specwatch_ring_records_read", "Steps the sidecar read from the step ring.",
+                                value=r.records),
+            CounterMetricFamily("specwatch_ring_records_dropped",
+                                "Steps the decoding process dropped because the step ring was full and the "
+                                "sidecar was behind or not reading (counted by the decoding process).",
+                                value=r.dropped),
+            GaugeMetricFamily("specwatch_ring_attached", "1 while the sidecar is attached to its step ring, 0 "
+                              "while it waits for the decoding process to create it.",
+                              value=1.0 if r.attached else 0.0),
+        ]

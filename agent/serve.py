@@ -23,7 +23,7 @@ from agent import generator as models
 from agent.api import create_app
 from agent.config import SidecarConfig
 from agent.jobs import Intervals, Jobs
-from agent.ring_reader import RingReader
+from agent.ring_reader import RingCollector, RingReader
 from agent.sidecar import Sidecar
 from policies.registry import make
 from storage import Store, StoreConfig
@@ -78,6 +78,8 @@ def build(config: SidecarConfig) -> Runtime:
     jobs = Jobs(sidecar, Intervals(config.flush_seconds, config.rollup_seconds, config.prune_seconds,
                                    config.refit_seconds, config.alerts_seconds))
     ring = RingReader(sidecar, config.ring) if config.ring else None
+    if ring is not None and sidecar.metrics is not None:
+        sidecar.metrics.registry.register(RingCollector(ring))
     app = create_app(sidecar, token=config.token, body_limit=config.body_limit, generator=gen,
                      models_configured=config.models_configured, max_new_tokens=config.max_new_tokens, ring=ring)
     return Runtime(config, sidecar, jobs, gen, app, warmed, ring)

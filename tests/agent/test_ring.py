@@ -303,3 +303,21 @@ def test_stop_takes_every_record_written_before_it(client, name):
         client.record(step("code", 4, 2, T0 + i))
     reader.stop()
     assert [t.timestamp for t in taker.taken] == [T0 + i for i in range(9)] and not reader.attached
+
+
+def test_ring_counts_are_exported_for_prometheus(client, name):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from agent.ring_reader import RingCollector
+
+    registry = CollectorRegistry()
+    reader = RingReader(Taker(), name)
+    registry.register(RingCollector(reader))
+    assert b"specwatch_ring_attached 0.0" in generate_latest(registry)
+    for i in range(3):
+        client.record(step("code", 4, 2, T0 + i))
+    reader.poll_once()
+    client._drop()  # as a full ring with no reader would
+    text = generate_latest(registry)
+    assert b"specwatch_ring_records_read_total 3.0" in text
+    assert b"specwatch_ring_records_dropped_total 1.0" in text and b"specwatch_ring_attached 1.0" in text

@@ -207,6 +207,7 @@ def test_steps_over_the_step_ring_are_all_stored_even_when_sigterm_comes_at_once
         while "from the sidecar (ring" not in ring.decide("code").reason and time.monotonic() < deadline:
             time.sleep(0.01)
         assert ring.decide("code").reason.endswith(f"from the sidecar (ring {name!r})")
+        assert "specwatch_ring_records_read_total 100.0" in s.client.get("/metrics").text
         for r in records[100:]:
             ring.record(StepRecord(**r))
         code, _ = s.stop(timeout=GRACE)  # no wait for the reader: the shutdown reads what the ring holds
