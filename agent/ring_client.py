@@ -114,6 +114,7 @@ class RingClient:
                                  step.verify_seconds, ts or 0.0, 0 if rid is None else self._request_length(rid),
                                  *(expected or ()), *(confidence or ()))
             except (struct.error, TypeError) as exc:  # a value of the wrong type, or a list of the wrong length
+                self._check_open()
                 raise _invalid(step, "record", str(exc)) from None
             if rid is not None:  # after the packing, which zeroes the request id's bytes
                 data = self._request[1]
@@ -125,6 +126,7 @@ class RingClient:
     def _learn(self, step: StepRecord, kind: tuple) -> tuple[tuple[int, int, int, int], tuple]:
         """First record with these strings or of this kind: check and intern the strings, make the packer of
         the kind (lookahead, accepted, which optional fields are there). RecordError naming the field."""
+        self._check_open()
         ids = (self._intern(step.domain, "domain", 64), self._intern(step.target_version, "target_version", 128),
                self._intern(step.draft_version, "draft_version", 128),
                _NO_NAME if step.pod is None else self._intern(step.pod, "pod", 128))
@@ -150,8 +152,13 @@ class RingClient:
             self._ids[key] = ids
         return ids, made
 
+    def _check_open(self) -> None:
+        if self.buf is None:
+            raise RuntimeError(f"step ring {self.name!r} is closed")
+
     def _room(self, i: int) -> bool:
         """Whether slot ``i`` is free, waiting up to ``full_wait`` while a live reader catches up."""
+        self._check_open()
         deadline = None
         while True:
             self._free = self.layout.slots - (i - rl.U64.unpack_from(self.buf, rl.READ)[0])

@@ -288,6 +288,13 @@ def test_sidecar_over_the_ring_stores_exactly_what_was_recorded(tmp_path, client
     sidecar.close()
 
 
+def test_a_closed_ring_says_so(name):
+    c = RingClient(name, layout=rl.Layout(kmax=8, slots=4))
+    c.close()
+    with pytest.raises(RuntimeError, match="is closed"):
+        c.record(step("code", 4, 2, T0))
+
+
 def test_names_must_be_shared_memory_names():
     with pytest.raises(ValueError, match="ring name"):
         RingClient("a/b")
