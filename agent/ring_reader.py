@@ -149,7 +149,7 @@ class RingReader:
                 self.corrupt += 1
                 log.error("ring %r: a slot names no known string; skipped (%d so far)", self.name, self.corrupt)
                 return None
-        lists = struct.Struct(f"<{k}d")
+        lists = self._lists[k]
         at = offset + rl.LISTS_AT
         return StepRecord(
             domain=names[d], lookahead=k, accepted=a, emitted=e, draft_seconds=ds, verify_seconds=vs,
@@ -255,6 +255,7 @@ class RingReader:
             log.error("%s", exc)
             return
         self.shm, self.buf, self.layout, self.nonce = shm, shm.buf, layout, nonce
+        self._lists = [struct.Struct(f"<{k}d") for k in range(layout.kmax + 1)]
         self._names, self._entries, self._seqs, self._tables, self._last = [], {}, [], {}, {}
         for index in range(min(rl.U64.unpack_from(shm.buf, rl.ENTRIES_USED)[0], layout.entries)):
             # a ring a previous sidecar published into: keep its entries and their sequence numbers
