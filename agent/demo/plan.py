@@ -20,13 +20,13 @@ class DemoPlan:
     re-distillation budget; ``replay``: share of its batches drawn from the kit's own v2 training mix.
     """
 
-    requests: tuple[int, int, int] = (120, 220, 220)
+    requests: tuple[int, int, int] = (90, 130, 210)
     new_tokens: int = 64
     mix: tuple[tuple[str, float], ...] = (("code", 1.0), ("prose", 1.0), ("logs", 1.0))
     reference_every: int = 15
     redistill: bool = True
     sample_cap: int = 48
-    distill_steps: int = 150
+    distill_steps: int = 100
     distill_batch: int = 8
     distill_seq: int = 192
     distill_lr: float = 2e-3
