@@ -16,6 +16,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -30,6 +31,19 @@ IDLE_POLL = 0.02  # seconds between looks once the ring has stayed empty a while
 RECHECK = 1.0  # seconds between checks that the ring under the name is still the one attached
 
 
+@dataclass
+class _Entry:
+    """A domain's decision entry: where it is, its sequence numbers, and what was last written there
+    (K, flags, threshold; the limits and table by identity: policies replace them on a refit)."""
+
+    offset: int
+    seq: int = 0
+    table_seq: int = 0
+    state: tuple | None = None
+    limits: Any = None
+    table: Any = None
+
+
 class RingReader:
     """See the module docstring. ``sidecar``: an agent.sidecar.Sidecar (or anything with ``take``,
     ``decide`` and ``stop_state``)."""
@@ -42,12 +56,9 @@ class RingReader:
         self.shm = self.buf = self.layout = None
         self.nonce = None
         self._names: list[str] = []
-        self._entries: dict[str, int] = {}
-        self._seqs: list[list[int]] = []
-        self._tables: dict[str, Any] = {}  # domain -> the stop table last written (by identity)
+        self._entries: dict[str, _Entry] = {}  # domain -> its decision entry in the attached ring
         self._unlisted: set[str] = set()  # domains that found no entry (warned once)
         self._warned_bins = False
-        self._last: dict[int, tuple] = {}  # entry -> what was last published there (K, flags, stop state)
         self.records = 0  # records read
         self.corrupt = 0  # slots that named no known string (skipped)
         self._dropped = 0  # the writer's drop count when last looked at
@@ -143,12 +154,14 @@ class RingReader:
         buf, kmax = self.buf, self.layout.kmax
         d, t, v, p, k, a, e, flags, ds, vs, ts, rid = rl.SLOT.unpack_from(buf, offset + rl.SLOT_AT)
         names = self._names
-        if max(d, t, v, p if p != rl.NO_NAME else 0) >= len(names):
+        highest = max(d, t, v, p if p != rl.NO_NAME else 0)
+        if highest >= len(names):
             self._load_names()
-            if max(d, t, v, p if p != rl.NO_NAME else 0) >= len(names) or k > kmax:
-                self.corrupt += 1
-                log.error("ring %r: a slot names no known string; skipped (%d so far)", self.name, self.corrupt)
-                return None
+        if highest >= len(names) or k > kmax:
+            self.corrupt += 1
+            log.error("ring %r: a slot names no known string or has K over the ring's kmax; skipped (%d so far)",
+                      self.name, self.corrupt)
+            return None
         lists = self._lists[k]
         at = offset + rl.LISTS_AT
         return StepRecord(
@@ -171,18 +184,16 @@ class RingReader:
 
     # -- decisions --------------------------------------------------------------------------------------
     def _publish(self, domain: str) -> None:
-        """Write ``domain``'s next decision and stop-rule state into its entry (seqlocked)."""
-        index = self._entries.get(domain)
-        new = index is None
+        """Write ``domain``'s next decision and stop-rule state into its entry (seqlocked), if it changed."""
+        entry = self._entries.get(domain)
+        new = entry is None
         if new:
-            index = self._new_entry(domain)
-            if index is None:
+            entry = self._new_entry(domain)
+            if entry is None:
                 return
         decision = self.sidecar.decide(domain)
         stop = self.sidecar.stop_state(domain)
-        buf, layout = self.buf, self.layout
-        offset = layout.entry(index)
-        seqs = self._seqs[index]
+        buf, layout, offset = self.buf, self.layout, entry.offset
         flags = threshold = 0
         limits = table = None
         if stop is not None:
@@ -196,46 +207,42 @@ class RingReader:
                 log.warning("ring %r: the stop rule's table (%d bins) does not fit the ring's (%d bins, "
                             "kmax %d); the decoder stops on the confidence threshold", self.name, stop.bins,
                             layout.bins, layout.kmax)
-        last = self._last.get(index)
-        if last is not None and last[0] == decision.lookahead and last[1] == flags and last[2] == threshold \
-                and last[3] is limits and last[4] is table:
+        state = (decision.lookahead, flags, threshold)
+        if state == entry.state and limits is entry.limits and table is entry.table:
             return  # unchanged: the client's decide stays a single read
-        self._last[index] = (decision.lookahead, flags, threshold, limits, table)
-        seqs[0] += 1  # odd: being written
-        rl.U64.pack_into(buf, offset, seqs[0])
-        if table is not None and table is not self._tables.get(domain):
-            seqs[1] += 1
-            rl.U64.pack_into(buf, offset + 8, seqs[1])
+        entry.seq += 1  # odd: being written
+        rl.U64.pack_into(buf, offset, entry.seq)
+        if table is not None and table is not entry.table:
+            entry.table_seq += 1
+            rl.U64.pack_into(buf, offset + 8, entry.table_seq)
             # the rule reads table[-1] past the last bin: the ring's table always has that entry
             struct.pack_into(f"<{layout.bins + 1}d", buf, layout.table_at(offset), *table,
                              *table[-1:] * (layout.bins + 1 - len(table)))
-            seqs[1] += 1
-            self._tables[domain] = table
+            entry.table_seq += 1
         if limits is not None:
             struct.pack_into(f"<{len(limits)}d", buf, offset + rl.LIMITS_AT, *limits)
         length = rl.ENTRY.unpack_from(buf, offset)[4]
-        rl.ENTRY.pack_into(buf, offset, seqs[0], seqs[1], decision.lookahead, flags, length,
+        rl.ENTRY.pack_into(buf, offset, entry.seq, entry.table_seq, decision.lookahead, flags, length,
                            0 if limits is None else len(limits), threshold)
-        seqs[0] += 1  # even: complete
-        rl.U64.pack_into(buf, offset, seqs[0])
+        entry.seq += 1  # even: complete
+        rl.U64.pack_into(buf, offset, entry.seq)
+        entry.state, entry.limits, entry.table = state, limits, table
         if new:  # the client looks only at entries counted here
             rl.U64.pack_into(buf, rl.ENTRIES_USED, len(self._entries))
 
-    def _new_entry(self, domain: str) -> int | None:
+    def _new_entry(self, domain: str) -> _Entry | None:
         index = len(self._entries)
         data = domain.encode()
         if index >= self.layout.entries or len(data) > rl.DOMAIN_BYTES:
             if domain not in self._unlisted:
                 self._unlisted.add(domain)
-                log.warning("ring %r: no decision entry left for domain %r; it decodes with the client's "
+                log.warning("ring %r: no decision entry for domain %r; it decodes with the client's "
                             "fallback K", self.name, domain)
             return None
-        offset = self.layout.entry(index)
-        rl.ENTRY.pack_into(self.buf, offset, 0, 0, 0, 0, len(data), 0, 0.0)
-        self.buf[offset + rl.DOMAIN_AT:offset + rl.DOMAIN_AT + len(data)] = data
-        self._entries[domain] = index
-        self._seqs.append([0, 0])
-        return index
+        entry = self._entries[domain] = _Entry(self.layout.entry(index))
+        rl.ENTRY.pack_into(self.buf, entry.offset, 0, 0, 0, 0, len(data), 0, 0.0)
+        self.buf[entry.offset + rl.DOMAIN_AT:entry.offset + rl.DOMAIN_AT + len(data)] = data
+        return entry
 
     # -- attaching --------------------------------------------------------------------------------------
     def _follow(self) -> None:
@@ -256,14 +263,13 @@ class RingReader:
             return
         self.shm, self.buf, self.layout, self.nonce = shm, shm.buf, layout, nonce
         self._lists = [struct.Struct(f"<{k}d") for k in range(layout.kmax + 1)]
-        self._names, self._entries, self._seqs, self._tables, self._last = [], {}, [], {}, {}
+        self._names, self._entries = [], {}
         for index in range(min(rl.U64.unpack_from(shm.buf, rl.ENTRIES_USED)[0], layout.entries)):
-            # a ring a previous sidecar published into: keep its entries and their sequence numbers
+            # a ring a previous sidecar published into: keep its entries and go on from their sequence numbers
             offset = layout.entry(index)
             seq, table_seq, _, _, length, _, _ = rl.ENTRY.unpack_from(shm.buf, offset)
             domain = bytes(shm.buf[offset + rl.DOMAIN_AT:offset + rl.DOMAIN_AT + length]).decode()
-            self._entries[domain] = index
-            self._seqs.append([seq + (seq & 1), table_seq + (table_seq & 1)])
+            self._entries[domain] = _Entry(offset, seq + (seq & 1), table_seq + (table_seq & 1))
         rl.beat(shm.buf)
         log.info("attached to step ring %r (kmax %d, %d slots)", self.name, layout.kmax, layout.slots)
 

@@ -5,11 +5,12 @@ trace anywhere), then counted in the store's window sums, the metrics, the drift
 ``decide`` asks the policy (behind its on/off switch) for the next lookahead of a domain.
 
 With ``background=True`` (``specwatch serve``; the demo decodes faster inline, see bench/overhead_insitu.py)
-the caller's thread does almost nothing: ``record``
-appends the step to a queue, and a worker thread (agent/ingest.py) validates it (a bad record is logged,
-counted in ``rejected`` and kept nowhere), feeds every branch, then asks the policy for the domain's next
-decision, which ``decide`` takes without the lock (it asks the policy itself when none is ready, so a
-decision may be one step behind, never missing). ``record_many`` (the HTTP route) still validates the whole
+the caller's thread does almost nothing: ``record`` appends the step to a queue, and a worker thread
+(agent/ingest.py) validates it (a bad record is logged, counted in ``rejected`` and kept nowhere), feeds
+every branch, then asks the policy for the domain's next decision, which ``decide`` takes without the lock
+(it asks the policy itself when none is ready, so a decision may be one step behind, never missing). A
+decoder in another process reaches the same path through the step ring (agent/ring_reader.py calls
+``take``, ``decide`` and ``stop_state``). ``record_many`` (the HTTP route) still validates the whole
 batch on the caller's thread, so a bad request is refused with the field named. ``flush`` first waits for
 the worker, so a flush writes every record recorded before it. Neither entry point does I/O:
 switch transitions, decisions and version changes are queued and written by ``flush``, which the scheduler

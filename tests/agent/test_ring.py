@@ -150,7 +150,7 @@ def test_a_decision_being_rewritten_is_not_read(client, name):
     client.record(step("code", 4, 2, T0))
     reader.poll_once()
     assert client.decide("code").lookahead == 4
-    offset = reader.layout.entry(reader._entries["code"])
+    offset = reader._entries["code"].offset
     seq = rl.U64.unpack_from(reader.buf, offset)[0]
     rl.U64.pack_into(reader.buf, offset, seq + 1)  # odd: the sidecar is writing the entry
     struct_k = rl.ENTRY.unpack_from(reader.buf, offset)
@@ -192,7 +192,7 @@ def test_the_client_stops_drafting_exactly_where_the_policy_would(tmp_path, clie
     assert decisions(client.stop_drafting("code"), chains) == want
     assert any(any(row) for row in want) and not all(all(row) for row in want), "the rule must matter here"
     # Power: a table shifted by one bin in the ring changes decisions, so the comparison would see it.
-    entry = reader.layout.entry(reader._entries["code"])
+    entry = reader._entries["code"].offset
     table = list(sidecar.stop_state("code").table)
     shifted = table[1:] + table[-1:] * (reader.layout.bins + 1 - len(table) + 1)
     rl.U64.pack_into(reader.buf, entry + 8, rl.U64.unpack_from(reader.buf, entry + 8)[0] + 2)
