@@ -176,10 +176,14 @@ class RingClient:
 
     def _drop(self) -> None:
         self.dropped += 1
-        rl.U64.pack_into(self.buf, rl.DROPPED, self.dropped)
+        self._publish_dropped()
         if self.dropped == 1 or self.dropped % 10_000 == 0:
             log.warning("step ring %r is full and its reader %s: %d record(s) dropped", self.name,
                         "is behind" if self._reader_alive() else "is not running", self.dropped)
+
+    def _publish_dropped(self) -> None:
+        """The drop count in the ring's header, where the sidecar exports it."""
+        rl.U64.pack_into(self.buf, rl.DROPPED, self.dropped)
 
     def _reader_alive(self) -> bool:
         return time.time() - rl.F64.unpack_from(self.buf, rl.BEAT)[0] <= self.dead_after

@@ -1,14 +1,15 @@
-"""Benchmark: the sidecar's hot path inside real decoding, inline against background ingest.
+"""Benchmark: the sidecar's hot path inside real decoding: inline, background ingest, step ring, deferred ring.
 
 bench/overhead.py times ``decide`` + ``record`` in a warm closed loop. Inside a real decoding loop the same
 Python runs right after the models' forward passes, with cold caches, and a worker thread shares the GIL
 with the decoder. Here the full kit's target v1 and draft decode held-out prompts of every domain, steered
 by a Sidecar (the default policy, drift watch, metrics, alert manager) through ``agent.steer.generate_with``;
 the time each step spends in ``record`` + ``decide`` on the decoding thread is recorded, with the decode
-throughput and the CPU spent per step off the decoding thread. Three modes alternate, ``--rounds`` times
-each: inline, background ingest (a worker thread, sharing the GIL), and the step ring to a real
+throughput and the CPU spent per step off the decoding thread. Four modes alternate, ``--rounds`` times
+each: inline, background ingest (a worker thread, sharing the GIL), the step ring to a real
 ``specwatch serve --ring`` process (agent/ring_client.py; that process's CPU, HTTP server and scheduler
-included, is the off-thread CPU).
+included, is the off-thread CPU), and the same ring with a packer thread (agent/ring_deferred.py: ``record``
+only queues; the packer's CPU is off the decoding thread but in its process, as the ingest worker's is).
 
 Not a test: prints a table and writes bench/results/overhead_insitu.json. Run on an idle machine.
 
@@ -37,6 +38,7 @@ from agent.config import SidecarConfig  # noqa: E402
 from agent.decoder import SpeculativeDecoder  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
 from agent.ring_client import RingClient  # noqa: E402
+from agent.ring_deferred import DeferredRingClient  # noqa: E402
 from agent.sidecar import Sidecar  # noqa: E402
 from agent.steer import generate_with  # noqa: E402
 from bench.overhead import GOAL_US, components  # noqa: E402
@@ -45,20 +47,23 @@ from policies.registry import make  # noqa: E402
 from storage import Store, StoreConfig  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "overhead_insitu.json"
-MODES = ("inline", "background ingest", "step ring (sidecar process)")
+MODES = ("inline", "background ingest", "step ring (sidecar process)", "deferred step ring (packer thread)")
 
 
 def run(decoder, prompts, tokens: int, mode: str, policy: str, tmp: Path, n: int) -> dict:
     """One pass over ``prompts``: the hot path per step, decode throughput, CPU spent off the decoding
     thread per step (the ingest worker's, or the whole sidecar process's)."""
-    if mode == MODES[2]:
+    if mode in MODES[2:]:
         name = f"specwatch-insitu-{os.getpid()}-{n}"
-        with RingClient(name, pod="bench") as client, sidecar_process(name, policy, 0, tmp / f"ring-{n}") as served:
+        kind = RingClient if mode == MODES[2] else DeferredRingClient
+        with kind(name, pod="bench") as client, sidecar_process(name, policy, 0, tmp / f"ring-{n}") as served:
             cpu = cpu_seconds(served.proc.pid)
             out = decode(client, decoder, prompts, tokens)
             if not client.drain(60.0):
                 raise RuntimeError("the sidecar process did not read the ring within 60 s")
-            out["worker_cpu_us_per_step"] = (cpu_seconds(served.proc.pid) - cpu) / out["steps"] * 1e6
+            packer = getattr(client, "cpu_seconds", 0.0)  # the packer thread's, in the decoding process
+            out["worker_cpu_us_per_step"] = (cpu_seconds(served.proc.pid) - cpu + packer) / out["steps"] * 1e6
+            out["in_process_cpu_us_per_step"] = packer / out["steps"] * 1e6
             return out
     store = Store.open(f"sqlite:///{tmp / f'insitu-{n}.db'}", StoreConfig(pod="bench"))
     background = mode == MODES[1]
@@ -67,6 +72,7 @@ def run(decoder, prompts, tokens: int, mode: str, policy: str, tmp: Path, n: int
     try:
         out = decode(sidecar, decoder, prompts, tokens)
         out["worker_cpu_us_per_step"] = sidecar.ingest.cpu_seconds / out["steps"] * 1e6 if background else 0.0
+        out["in_process_cpu_us_per_step"] = out["worker_cpu_us_per_step"]
     finally:
         sidecar.close()
     return out
@@ -101,19 +107,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run(decoder, prompts[:2], 16, MODES[0], args.policy, Path(tmp), -1)  # warm-up
         for r in range(args.rounds):
-            for mode in MODES:
+            for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:  # each round starts with another mode
                 runs[mode].append(run(decoder, prompts, args.tokens, mode, args.policy, Path(tmp),
-                                      len(runs) * r + len(runs[mode])))
+                                      r * len(MODES) + MODES.index(mode)))  # a database and ring name each
     rows = {m: {k: statistics.median(x[k] for x in rs) for k in rs[0]} for m, rs in runs.items()}
     table = Table(title=f"hot path inside real decoding (full kit, {args.policy}, {len(prompts)} requests x "
                         f"{args.tokens} tokens, median of {args.rounds} rounds; goal <= {GOAL_US:g} us)")
     for col in ("mode", "steps", "record + decide median us", "p99 us", "mean us", "decode tok/s",
-                "CPU off the decoding thread us/step"):
+                "CPU off the decoding thread us/step", "of it in the decoding process"):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for mode, r in rows.items():
         table.add_row(mode, f"{r['steps']:.0f}", f"{r['median_us']:.1f}", f"{r['p99_us']:.1f}",
-                      f"{r['mean_us']:.1f}", f"{r['tokens_per_second']:.1f}", f"{r['worker_cpu_us_per_step']:.1f}")
-    Console(width=130).print(table)
+                      f"{r['mean_us']:.1f}", f"{r['tokens_per_second']:.1f}", f"{r['worker_cpu_us_per_step']:.1f}",
+                      f"{r['in_process_cpu_us_per_step']:.1f}")
+    Console(width=150).print(table)
     RESULTS.write_text(json.dumps({
         "benchmark": "overhead_insitu", "policy": args.policy, "prompts_per_domain": args.prompts,
         "tokens": args.tokens, "rounds": args.rounds, "threads": args.threads, "goal_us": GOAL_US,

@@ -8,7 +8,6 @@ is the test's proof of power.
 """
 
 import collections
-import itertools
 
 import pytest
 import torch

@@ -15,32 +15,13 @@ from agent.records import RecordError, StepRecord
 from agent.ring_client import RingClient
 from agent.ring_reader import RingReader
 from agent.sidecar import Sidecar
-from policies.base import Decision, StopState
+from policies.base import Decision
 from policies.confidence import ConfidenceStop
 from policies.fixed import Fixed
 from policies.registry import make
+from ring_fakes import Taker, record_steered, rich_step, stored_and_sent
 from sidecar_fakes import T0, Clock, open_store, step
 from storage import StatsQuery
-
-
-class Taker:
-    """Records what the reader feeds; decides K per domain from ``ks``; a settable stop state."""
-
-    def __init__(self):
-        self.taken: list[StepRecord] = []
-        self.ks: dict[str, int] = {}
-        self.stop: StopState | None = None
-
-    def take(self, steps):
-        self.taken += steps
-        return {s.domain for s in steps}
-
-    def decide(self, domain):
-        k = self.ks.get(domain, 3)
-        return Decision(k, k > 0, "test", "fake")
-
-    def stop_state(self, domain):
-        return self.stop
 
 
 @pytest.fixture
@@ -53,21 +34,6 @@ def client(name):
     c = RingClient(name, layout=rl.Layout(kmax=8, slots=64, names=16, entries=4, bins=10), pod="p1")
     yield c
     c.close()
-
-
-def rich_step(i: int, rng: random.Random) -> StepRecord:
-    k = rng.randint(0, 8)
-    a = rng.randint(0, k)
-    full = i % 3 == 0
-    return StepRecord(
-        domain=rng.choice(["code", "prose", "logs", "ünïcode domain"]), lookahead=k, accepted=a,
-        emitted=rng.randint(1, a + 1), draft_seconds=rng.random() / 100, verify_seconds=rng.random() / 50,
-        target_version=rng.choice(["t1", "t2" * 64]), draft_version="d1",
-        accepted_mask=[1] * a + [0] * (k - a) if full else None,
-        expected_acceptance=[rng.random() for _ in range(k)] if full or i % 3 == 1 else None,
-        draft_confidence=[rng.random() for _ in range(k)] if full else None,
-        timestamp=T0 + i / 7 if i % 4 else None, pod=None if i % 5 == 0 else "p1",
-        request_id=None if i % 2 else f"req-{i // 10}-é")
 
 
 def test_records_cross_the_ring_unchanged_and_in_order(client, name):
@@ -269,21 +235,10 @@ def test_sidecar_over_the_ring_stores_exactly_what_was_recorded(tmp_path, client
     reader = RingReader(sidecar, name, poll=0.001)
     reader.poll_once()  # attached before the first record: 400 records overrun 64 slots with no reader
     reader.start()
-    rng = random.Random(3)
-    sent = []
-    for i in range(400):
-        k = client.decide("code").lookahead
-        a = rng.randint(0, k)
-        s = step(rng.choice(["code", "prose"]), k, a, T0 + i / 10)
-        sent.append(s)
-        client.record(s)
+    sent = record_steered(client)
     assert client.drain(10.0)
     reader.stop()
-    sidecar.flush(math.inf)
-    rows = store.stats(StatsQuery(by=("domain",))).rows
-    got = {r["domain"]: (r["steps"], r["accepted"]) for r in rows}
-    want = {d: (sum(s.domain == d for s in sent), sum(s.accepted for s in sent if s.domain == d))
-            for d in ("code", "prose")}
+    got, want = stored_and_sent(sidecar, store, sent)
     assert got == want and client.dropped == 0
     sidecar.close()
 

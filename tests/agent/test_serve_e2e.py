@@ -192,13 +192,16 @@ def test_generate_through_the_served_decoder_is_ready_only_with_its_models(tmp_p
     assert (row["domain"], row["steps"]) == ("logs", out["steps"])
 
 
-def test_steps_over_the_step_ring_are_all_stored_even_when_sigterm_comes_at_once(tmp_path):
+@pytest.mark.parametrize("deferred", [False, True], ids=["RingClient", "DeferredRingClient"])
+def test_steps_over_the_step_ring_are_all_stored_even_when_sigterm_comes_at_once(tmp_path, deferred):
     from agent.records import StepRecord
     from agent.ring_client import RingClient
+    from agent.ring_deferred import DeferredRingClient
 
     name = f"specwatch-e2e-{tmp_path.name[-20:]}"
     records = random_records(3000, seed=4)
-    with RingClient(name, pod="e2e") as ring, Served(tmp_path, env={"SPECWATCH_RING": name}) as s:
+    kind = DeferredRingClient if deferred else RingClient
+    with kind(name, pod="e2e") as ring, Served(tmp_path, env={"SPECWATCH_RING": name}) as s:
         assert s.client.get("/readyz").json()["checks"]["ring"] == "ok"
         for r in records[:100]:
             ring.record(StepRecord(**r))
@@ -210,6 +213,8 @@ def test_steps_over_the_step_ring_are_all_stored_even_when_sigterm_comes_at_once
         assert "specwatch_ring_records_read_total 100.0" in s.client.get("/metrics").text
         for r in records[100:]:
             ring.record(StepRecord(**r))
+        if deferred:  # SIGTERM reads out the ring; steps still queued in the decoding process wait for the next
+            assert ring.flush(30.0)
         code, _ = s.stop(timeout=GRACE)  # no wait for the reader: the shutdown reads what the ring holds
         assert code == 0, s.output()
         assert ring.pending == 0 and ring.dropped == 0

@@ -11,7 +11,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: bench/ is not installed
 
 from bench import replay as rp  # noqa: E402
-from policies.base import Decision, Outcome, Policy  # noqa: E402
+from policies.base import Decision, Policy  # noqa: E402
 
 
 def trace(m, kmax=8, conf=0.5):
