@@ -47,10 +47,9 @@ from agent.config import SidecarConfig  # noqa: E402
 from agent.jobs import Intervals, Jobs  # noqa: E402
 from agent.records import StepRecord  # noqa: E402
 from agent.ring_client import RingClient  # noqa: E402
-from agent.ring_deferred import DeferredRingClient  # noqa: E402
 from agent.sidecar import Sidecar  # noqa: E402
 from bench.replay import build_stream, drafted_count, load_traces, step_outcome  # noqa: E402
-from bench.sidecar_process import cpu_seconds, sidecar_process  # noqa: E402
+from bench.sidecar_process import over_ring  # noqa: E402
 from policies.base import Outcome  # noqa: E402
 from policies.registry import make  # noqa: E402
 from storage import Store, StoreConfig  # noqa: E402
@@ -176,20 +175,20 @@ def ring_loop(args, tmp: Path, deferred: bool = False) -> dict[str, Any]:
     agent/ring_deferred.py's packer thread): decide and record ns per step, the sidecar process's CPU seconds
     over the loop (until it has read every record), the packer thread's, the records that found the ring
     full and waited, and those dropped (at the ring, or at the packer's queue)."""
-    name = f"specwatch-bench-{os.getpid()}-{int(deferred)}"
-    kind = DeferredRingClient if deferred else RingClient
-    with kind(name) as client, sidecar_process(name, args.policy, args.seed, tmp / f"ring-{deferred}") as served:
+
+    def loop(client) -> tuple:
         gc.collect()
-        cpu, started = cpu_seconds(served.proc.pid), time.perf_counter()
+        started = time.perf_counter()
         decide_ns, record_ns, _, _ = closed_loop(client, args.steps, args.seed, args.gap_us / 1e6)
-        loop_seconds = time.perf_counter() - started  # the whole loop: a packer holding the GIL shows here
-        if not client.drain(120.0):
-            raise RuntimeError("the sidecar process did not read the ring within 120 s")
-        cpu = cpu_seconds(served.proc.pid) - cpu
-        gc.unfreeze()
-        return {"decide": decide_ns, "record": record_ns, "sidecar_cpu": cpu, "waited": client.waited,
-                "dropped": client.dropped + getattr(client, "queue_dropped", 0),
-                "packer_cpu": getattr(client, "cpu_seconds", 0.0), "loop_seconds": loop_seconds}
+        return decide_ns, record_ns, time.perf_counter() - started  # a packer holding the GIL shows here
+
+    (decide_ns, record_ns, loop_seconds), client, cpu = over_ring(
+        loop, f"specwatch-bench-{os.getpid()}-{int(deferred)}", args.policy, args.seed, tmp / f"ring-{deferred}",
+        deferred=deferred)
+    gc.unfreeze()
+    return {"decide": decide_ns, "record": record_ns, "sidecar_cpu": cpu["sidecar"], "waited": client.waited,
+            "dropped": client.dropped + getattr(client, "queue_dropped", 0), "packer_cpu": cpu["packer"],
+            "loop_seconds": loop_seconds}
 
 
 def summary(ns: list[int]) -> dict[str, float]:

@@ -37,12 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.config import SidecarConfig  # noqa: E402
 from agent.decoder import SpeculativeDecoder  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
-from agent.ring_client import RingClient  # noqa: E402
-from agent.ring_deferred import DeferredRingClient  # noqa: E402
 from agent.sidecar import Sidecar  # noqa: E402
 from agent.steer import generate_with  # noqa: E402
 from bench.overhead import GOAL_US, components  # noqa: E402
-from bench.sidecar_process import cpu_seconds, sidecar_process  # noqa: E402
+from bench.sidecar_process import over_ring  # noqa: E402
 from policies.registry import make  # noqa: E402
 from storage import Store, StoreConfig  # noqa: E402
 
@@ -54,17 +52,13 @@ def run(decoder, prompts, tokens: int, mode: str, policy: str, tmp: Path, n: int
     """One pass over ``prompts``: the hot path per step, decode throughput, CPU spent off the decoding
     thread per step (the ingest worker's, or the whole sidecar process's)."""
     if mode in MODES[2:]:
-        name = f"specwatch-insitu-{os.getpid()}-{n}"
-        kind = RingClient if mode == MODES[2] else DeferredRingClient
-        with kind(name, pod="bench") as client, sidecar_process(name, policy, 0, tmp / f"ring-{n}") as served:
-            cpu = cpu_seconds(served.proc.pid)
-            out = decode(client, decoder, prompts, tokens)
-            if not client.drain(60.0):
-                raise RuntimeError("the sidecar process did not read the ring within 60 s")
-            packer = getattr(client, "cpu_seconds", 0.0)  # the packer thread's, in the decoding process
-            out["worker_cpu_us_per_step"] = (cpu_seconds(served.proc.pid) - cpu + packer) / out["steps"] * 1e6
-            out["in_process_cpu_us_per_step"] = packer / out["steps"] * 1e6
-            return out
+        out, _, cpu = over_ring(lambda client: decode(client, decoder, prompts, tokens),
+                                f"specwatch-insitu-{os.getpid()}-{n}", policy, 0, tmp / f"ring-{n}",
+                                deferred=mode == MODES[3], pod="bench")
+        # the packer thread's CPU is off the decoding thread but in its process
+        out["worker_cpu_us_per_step"] = (cpu["sidecar"] + cpu["packer"]) / out["steps"] * 1e6
+        out["in_process_cpu_us_per_step"] = cpu["packer"] / out["steps"] * 1e6
+        return out
     store = Store.open(f"sqlite:///{tmp / f'insitu-{n}.db'}", StoreConfig(pod="bench"))
     background = mode == MODES[1]
     sidecar = Sidecar(store, make(policy, kmax=8, seed=0), pod="bench", background=background,

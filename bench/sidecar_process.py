@@ -1,5 +1,6 @@
 """A real ``specwatch serve --ring NAME`` process beside a benchmark: the sidecar in a process of its own,
-started with the launcher the end-to-end tests use (tests/agent/served.py), and its CPU time."""
+started with the launcher the end-to-end tests use (tests/agent/served.py), and its CPU time; ``over_ring``
+runs a benchmark's work through a step ring to such a process."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "agent"))
 
 from served import Served  # noqa: E402
+
+from agent.ring_client import RingClient  # noqa: E402
+from agent.ring_deferred import DeferredRingClient  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> float:
@@ -34,3 +38,18 @@ def sidecar_process(ring: str, policy: str, seed: int, tmp: Path) -> Iterator[Se
             code, _ = served.stop(timeout=30.0)
             if code != 0:
                 raise RuntimeError(f"specwatch serve exited with {code}:\n{served.output()}")
+
+
+def over_ring(work: Callable[[RingClient], Any], name: str, policy: str, seed: int, tmp: Path, *,
+              deferred: bool = False, pod: str | None = None) -> tuple[Any, RingClient, dict[str, float]]:
+    """``work(client)`` through a step ring (``deferred``: a DeferredRingClient) to a ``specwatch serve``
+    process; returns what ``work`` returned, the client (closed; its counts stay) and the CPU seconds of
+    the sidecar process and of the packer thread until the sidecar has read every record."""
+    kind = DeferredRingClient if deferred else RingClient
+    with kind(name, pod=pod) as client, sidecar_process(name, policy, seed, tmp) as served:
+        before = cpu_seconds(served.proc.pid)
+        out = work(client)
+        if not client.drain(120.0):
+            raise RuntimeError("the sidecar process did not read the ring within 120 s")
+        cpu = {"sidecar": cpu_seconds(served.proc.pid) - before, "packer": getattr(client, "cpu_seconds", 0.0)}
+    return out, client, cpu
