@@ -50,19 +50,25 @@ def _one_line_errors():
         raise typer.Exit(1) from None
 
 
-def _bar() -> Progress:
+def _bar(out: Console = console) -> Progress:
     return Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                    console=console)
+                    console=out)
 
 
 @models_app.command(epilog="Example: specwatch models build --size tiny")
 def build(size: SizeOption = Size.full,
           force: Annotated[bool, typer.Option("--force", help="Delete the kit, build afresh.")] = False):
     """Train the kit on the CPU under SPECWATCH_HOME/kit/SIZE; rerun to resume an interrupted build."""
+    build_to(size, force, console)
+
+
+def build_to(size: Size, force: bool, out: Console) -> None:
+    """The build with its progress bar and manifest table on ``out`` (the demo passes stderr under --format
+    json or csv, keeping stdout for the summary)."""
     from agent.kit.build import BuildProgress, build_kit
 
-    with _bar() as bar:
+    with _bar(out) as bar:
         tasks: dict[str, int] = {}
 
         class Show(BuildProgress):
@@ -85,10 +91,10 @@ def build(size: SizeOption = Size.full,
             bar.stop()
             errors.print(f"interrupted; run `specwatch models build --size {size.value}` again to resume")
             raise typer.Exit(130) from None
-    _print_manifest(root)
+    _print_manifest(root, out)
 
 
-def _print_manifest(root: Path) -> None:
+def _print_manifest(root: Path, out: Console = console) -> None:
     from agent.kit import layout
 
     manifest = layout.read_manifest(root)
@@ -99,8 +105,8 @@ def _print_manifest(root: Path) -> None:
         table.add_row(stage, f"{info['seconds']:.1f}", str(info.get("steps", "")),
                       f"{info['parameters']:,}" if "parameters" in info else "",
                       f"{info['loss']:.3f}" if "loss" in info else "", info.get("version", ""))
-    console.print(table)
-    console.print(f"total {manifest['seconds']:.1f} s")
+    out.print(table)
+    out.print(f"total {manifest['seconds']:.1f} s")
 
 
 @models_app.command("eval", epilog="Example: specwatch models eval --size full --lookahead 4")

@@ -4,7 +4,7 @@
 trace anywhere), then counted in the store's window sums, the metrics, the drift watch and the policy.
 ``decide`` asks the policy (behind its on/off switch) for the next lookahead of a domain.
 
-With ``background=True`` (``specwatch serve``; the demo decodes faster inline, see bench/overhead_insitu.py)
+With ``background=True`` (``specwatch serve`` and the demo; bench/overhead_insitu.py compares it with inline)
 the caller's thread does almost nothing: ``record`` appends the step to a queue, and a worker thread
 (agent/ingest.py) validates it (a bad record is logged, counted in ``rejected`` and kept nowhere), feeds
 every branch, then asks the policy for the domain's next decision, which ``decide`` takes without the lock
@@ -68,6 +68,7 @@ class Sidecar:
         self._fresh: deque[tuple[float, Transition]] = deque()
         self._unwritten: deque[tuple[float, Transition]] = deque()
         self._decisions: dict[str, tuple[float, Decision]] = {}
+        self._latest: dict[str, Decision] = {}  # state key -> decision last handed out or readied (``latest``)
         self._versions: dict[str | None, tuple[str, str]] = {}
         self._version_changes: deque[tuple[str, str, str | None, float]] = deque()
         self.last_flush: float | None = None
@@ -185,9 +186,16 @@ class Sidecar:
                                                             f"over {self.max_domains} domains)")
         return decision
 
+    def latest(self, domain: str) -> Decision | None:
+        """The decision last handed out or readied for ``domain``, without taking it (for displays: a
+        ``decide`` would take the decision the ingest worker readied for the domain's next step)."""
+        latest = self._latest
+        return latest.get(domain) if domain in self._domains else latest.get(OTHER)
+
     def _stamp(self, key: str, decision: Decision) -> None:
         """Queue ``decision`` for the flush, stamped when first handed out (policies reuse the object);
         the caller holds the lock."""
+        self._latest[key] = decision
         pending = self._decisions.get(key)
         if pending is None or pending[1] is not decision:
             self._decisions[key] = (self._clock(), decision)

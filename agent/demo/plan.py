@@ -18,6 +18,8 @@ class DemoPlan:
     recorded) for the target-only tokens/s. ``sample_cap``: live requests kept per domain for
     re-distillation (opt-in sampling; only phase 2's traffic is sampled). ``distill_*``: the
     re-distillation budget; ``replay``: share of its batches drawn from the kit's own v2 training mix.
+    ``background``: the sidecar's record work runs on its ingest worker thread (the decoding thread only
+    queues each step), as in `specwatch serve`; False runs it inline on the decoding thread.
     """
 
     requests: tuple[int, int, int] = (90, 130, 210)
@@ -34,6 +36,7 @@ class DemoPlan:
     size: str = "full"
     policy: str = "confidence-stop+switch"
     seed: int = 0
+    background: bool = True
 
     def __post_init__(self) -> None:
         if len(self.requests) != 3 or any(type(n) is not int or n < 1 for n in self.requests):

@@ -5,8 +5,8 @@ to v2 (the draft unchanged, now stale on `logs`): the drift watch raises StaleDr
 speculation off where it now loses and keeps it where it still pays. Then (unless disabled) the draft is
 re-distilled against v2 on live requests sampled during phase 2 (opt-in, capped), and phase 3 serves with
 the new draft version, on prompts the re-distillation never saw: speculation comes back where it pays.
-Every step goes through ``Sidecar.record``; the scheduler flushes windows, transitions and alerts to the
-database as `specwatch serve` does.
+Every step goes through ``Sidecar.record`` (by default only queued: the sidecar's ingest worker feeds the
+data path, as in `specwatch serve`); the scheduler flushes windows, transitions and alerts to the database.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class Demo:
             sinks.append(LogSink(stream=self._log))
         alerts = AlertManager(sinks, store, pod=self.pod)
         self.sidecar = Sidecar(store, make(self.plan.policy, 8, self.plan.seed), watch=DriftWatch(),
-                               alerts=alerts, metrics=Metrics(), pod=self.pod)
+                               alerts=alerts, metrics=Metrics(), pod=self.pod, background=self.plan.background)
         self.jobs = Jobs(self.sidecar, Intervals(flush=1.0, alerts=1.0)).start()
         self.note(f"sidecar up: policy {self.plan.policy}, pod {self.pod}")
 
@@ -192,7 +192,8 @@ class Demo:
             began = time.perf_counter()
             gen = generate_with(self.sidecar, decoder, ids, n, domain, hot_path_ns=self.hot_path_ns)
             self.tally.add_generation(phase, domain, gen.steps, len(gen.tokens), time.perf_counter() - began)
-            self.last_decision[domain] = self.sidecar.decide(domain)
+            # Not ``decide``: that would take the decision readied for the domain's next step.
+            self.last_decision[domain] = self.sidecar.latest(domain)
             if phase == 1 and self.sampler is not None:
                 self.sampler.offer(domain, ids, gen.tokens)
             self.done += 1

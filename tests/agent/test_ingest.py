@@ -132,6 +132,20 @@ def test_background_decisions_come_from_the_worker_and_never_go_missing(store):
     sidecar.close()
 
 
+def test_latest_shows_the_readied_decision_without_taking_it(store):
+    sidecar = Sidecar(store, make("heuristic", 8), clock=Clock(), background=True)
+    assert sidecar.latest("code") is None
+    first = sidecar.decide("code")
+    assert sidecar.latest("code") is first
+    for i in range(5):
+        sidecar.record(step("code", first.lookahead, first.lookahead, T0 + i))
+    sidecar.ingest.drain(5.0)
+    shown = sidecar.latest("code")
+    assert shown.lookahead > first.lookahead and "code" in sidecar._ready  # shown, still ready for the step
+    assert sidecar.decide("code") is shown
+    sidecar.close()
+
+
 def test_close_writes_what_the_worker_still_held(tmp_path):
     slow = FakeWatch()
     original = slow.observe
