@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Callable
 
 from agent.records import StepRecord
@@ -96,6 +97,7 @@ class DriftWatch:
         self._clock = clock
         self._domains: dict[str, _Domain] = {}
         self._fade = math.exp2(-1.0 / self.config.cost_halflife)
+        self._recovery_z = NormalDist().inv_cdf(1 - self.config.stale.alpha)  # see _cleared
 
     def observe(self, record: StepRecord) -> list[Finding]:
         d = self._domains.get(record.domain)
@@ -162,14 +164,28 @@ class DriftWatch:
         d.current, (d.target, d.draft_version) = lineage, key
         return lineage
 
-    @staticmethod
-    def _cleared(domain: str, d: _Domain, lineage: Lineage) -> Finding | None:
+    def _cleared(self, domain: str, d: _Domain, lineage: Lineage) -> Finding | None:
         """A later version pair (a re-distilled draft, a rolled-back target) ends the StaleDraft condition when
         its test against the stale pair concluded "no drop" and its acceptance has come back at least half way
-        from the stale level to the one before (no drop from a stale level alone is no recovery)."""
+        from the stale level to the one before (no drop from a stale level alone is no recovery).
+
+        When the stale pair left too little baseline to test against (speculation was turned off for the
+        domain soon after the finding, as it should be), the later pair is judged on its own: after at least
+        ``min_baseline`` positions, the one-sided lower confidence bound of its acceptance (level 1 - the
+        stale test's alpha; variance widened by the flags' dispersion at the scale of a request) must be at
+        least half way back."""
         test = lineage.test
         _, before, after = d.stale
-        if test is None or test.decision != NO_DROP or lineage.flags.mean < after + 0.5 * (before - after):
+        halfway = after + 0.5 * (before - after)
+        if test is None:
+            flags = lineage.flags
+            if flags.n < self.config.min_baseline:
+                return None
+            m = flags.mean
+            variance = m * (1 - m)
+            if m - self._recovery_z * math.sqrt(flags.dispersion(variance) * variance / flags.n) < halfway:
+                return None
+        elif test.decision != NO_DROP or lineage.flags.mean < halfway:
             return None
         d.stale = None
         target, draft = lineage.versions

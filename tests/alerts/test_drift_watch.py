@@ -81,6 +81,31 @@ def test_a_later_pair_that_recovers_resolves_stale_draft(fresh, resolved):
     assert end.annotations["resolved_by"] == "target t2, draft d2"
 
 
+@pytest.mark.parametrize("fresh, resolved", [(0.88, True), (0.45, False), (0.67, False)],
+                         ids=["recovered", "still-stale", "barely-half-way"])
+def test_a_later_pair_resolves_stale_draft_when_the_stale_pair_was_turned_off_at_once(fresh, resolved):
+    # 0.9 -> 0.4 fires StaleDraft, then the domain runs plain steps only (speculation off): the stale pair
+    # leaves far fewer than min_baseline positions, so the re-distilled draft d2 cannot be tested against it
+    # and is judged on its own. At 0.88 it resolves; at 0.45 it must not; at 0.67 (half way is 0.65) its mean
+    # is over the line but its lower confidence bound, after 2000 steps, is not.
+    rng = random.Random(11)
+    records = versions_stream(11, 0.9, 0.4, n_after=40)
+    records += [step(rng, 0.4, k=0, target="t2") for _ in range(300)]
+    records += [step(rng, fresh, target="t2", draft="d2") for _ in range(2000)]
+    watch = DriftWatch()
+    found = run(watch, records)
+    assert [f.alertname for _, f in found][0] == "StaleDraft" and not found[0][1].resolves
+    stale_pair = watch._domains["logs"].lineages[("t2", "d1")]
+    assert stale_pair.flags.n < watch.config.min_baseline and watch._domains["logs"].current.test is None
+    ends = [(i, f) for i, f in found if f.resolves]
+    if not resolved:
+        assert ends == []
+        return
+    (i, end), = ends
+    assert 2340 + 60 <= i <= 2340 + 400  # min_baseline positions, then the bound clears half way
+    assert end.annotations["resolved_by"] == "target t2, draft d2"
+
+
 def test_a_resolving_finding_resolves_the_alert():
     from alerts.manager import AlertManager
 
