@@ -3,11 +3,14 @@
 Speculation goes off for a domain when the goodput of its recent speculative steps (whatever K the policy
 ran) stays below K = 0's by ``margin_off`` for ``dwell`` of that domain's steps, or when the policy itself has
 stopped speculating; it comes back on when probes (run at the best speculative arm) show speculation above
-K = 0 by ``margin_on`` for ``dwell`` steps. Differences count only beyond ``confidence`` standard errors. Time is counted in the domain's steps, not seconds,
-so a sidecar at 10 steps/s and one at 10k steps/s react alike. While off, a ``probe_fraction`` of steps
-still speculate so recovery is found; while on, K = 0 is measured now and then if the policy never runs
-it (``baseline_fraction`` of steps while its estimate is thin). After re-enabling, acceptance is watched for ``watch_steps``: if it collapses
-below ``collapse_ratio`` of what the probes saw (a stale drafter state, as reported for TensorRT-LLM's
+K = 0 by ``margin_on`` for ``dwell`` steps and the policy underneath would speculate (it proposed K > 0 on at
+least half of its recent steps: a policy that itself runs K = 0 would turn it straight off again, so its
+no holds the switch off while the probes go on measuring). Differences count only beyond ``confidence``
+standard errors. Time is counted in the domain's steps, not seconds, so a sidecar at 10 steps/s and one at
+10k steps/s react alike. While off, a ``probe_fraction`` of steps still speculate so recovery is found; while
+on, K = 0 is measured now and then if the policy never runs it (``baseline_fraction`` of steps while its
+estimate is thin). After re-enabling, acceptance is watched for ``watch_steps``: if it collapses below
+``collapse_ratio`` of what the probes saw (a stale drafter state, as reported for TensorRT-LLM's
 SpeculationGate), speculation goes off again at once.
 """
 
@@ -84,6 +87,7 @@ class _Domain:
     probes: DecayingSums | None = None  # goodput of the probes since speculation went off
     probe_acceptance: DecayingSums | None = None  # acceptance seen by those probes
     reconsider_left: int = 0  # steps left of probing at investigate_fraction after a model version change
+    wants: float = 1.0  # share of recent steps the policy proposed K > 0 (decayed over `dwell` steps)
     last_reason: str = "on: no evidence yet"
     history: list[Transition] = field(default_factory=list)
 
@@ -98,6 +102,7 @@ class Switch:
         self._rng = random.Random(seed)
         self._domains: dict[str, _Domain] = {}
         self._listeners: list[Callable[[Transition], None]] = []
+        self._wants_fade = 0.5 ** (1.0 / self.config.dwell)
 
     # -- queries --------------------------------------------------------------------------------
     def is_on(self, domain: str) -> bool:
@@ -138,6 +143,8 @@ class Switch:
         """
         s = self._domains.get(domain) or self._state(domain)
         cfg = self.config
+        f = self._wants_fade
+        s.wants = s.wants * f + (1.0 - f if proposed > 0 else 0.0)
         if s.on:
             base = s.arms.get(0)
             weight = base.weight(s.step) if base is not None else 0.0
@@ -234,7 +241,7 @@ class Switch:
             paying = s.suspect and spec > (1 + cfg.margin_on) * base + cfg.confidence * math.hypot(
                 sums.stderr(step), baseline.stderr(step))
             s.streak = s.streak + 1 if paying else 0
-            if s.streak >= cfg.dwell:
+            if s.streak >= cfg.dwell and s.wants >= 0.5:
                 self._flip(domain, s, True, f"on: probes give {spec:.0f} tok/s > K=0 {base:.0f} "
                                             f"tok/s for {cfg.dwell} steps")
         return self

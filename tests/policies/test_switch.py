@@ -91,6 +91,58 @@ def test_probes_find_recovery_and_switch_back_on():
     assert sum(k == 4 for k in ks[-500:]) > 450
 
 
+class Vetoing(Policy):
+    """Proposes K = 0 (a veto of its own) but K = 4 on ``explore`` of its steps, until ``lift()``."""
+
+    name = "vetoing"
+
+    def __init__(self, explore: float = 0.05):
+        super().__init__(8, 0)
+        import random
+
+        self.rng, self.explore, self.vetoing = random.Random(1), explore, True
+
+    def choose(self, domain: str) -> Decision:
+        if self.vetoing and self.rng.random() >= self.explore:
+            return self.decision(0, "veto")
+        return self.decision(4, "speculate")
+
+    def update(self, domain: str, outcome: Outcome) -> "Vetoing":
+        return self
+
+
+def test_a_policy_that_vetoes_speculation_holds_the_switch_off_without_flapping():
+    # Probes at K=4 pay 1.5x while the policy underneath proposes K=0 on 95% of its steps. Turning on there
+    # would be undone 30 steps later ("the policy ran K=0"); the switch waits until the policy agrees, then
+    # turns on within a few dozen steps and stays on.
+    policy = Switched(Vetoing(), Switch(seed=3))
+    world = World(accept=0.1, seed=4)
+    run(policy, world, 1000)  # speculation loses: off
+    world.accept = 0.9
+    run(policy, world, 3000)
+    assert [t.speculate for t in policy.switch.transitions("d")] == [False]
+    policy.policy.vetoing = False
+    run(policy, world, 100)
+    assert [t.speculate for t in policy.switch.transitions("d")] == [False, True]
+    assert policy.switch.transitions("d")[-1].step - 4000 <= 60
+    run(policy, world, 2000)
+    assert len(policy.switch.transitions("d")) == 2
+
+
+def test_power_without_the_policy_agreement_the_switch_flaps():
+    # Broken variant: the on rule ignores what the policy proposes (agreement always taken as given).
+    switch = Switch(seed=3)
+    policy = Switched(Vetoing(), switch)
+    world = World(accept=0.1, seed=4)
+    run(policy, world, 1000)
+    world.accept = 0.9
+    for _ in range(3000):
+        for s in switch._domains.values():
+            s.wants = 1.0
+        run(policy, world, 1)
+    assert len(switch.transitions("d")) > 4
+
+
 def test_reconsider_after_a_version_change_finds_recovery_sooner():
     # Same world as above, but told the model pair changed when the fresh draft arrives: probes at the
     # investigate rate with no memory of the stale draft's probes. Power: without reconsider() it takes
