@@ -7,8 +7,10 @@ trace anywhere), then counted in the store's window sums, the metrics, the drift
 With ``background=True`` (``specwatch serve`` and the demo; bench/overhead_insitu.py compares it with inline)
 the caller's thread does almost nothing: ``record`` appends the step to a queue, and a worker thread
 (agent/ingest.py) validates it (a bad record is logged, counted in ``rejected`` and kept nowhere), feeds
-every branch, then asks the policy for the domain's next decision, which ``decide`` takes without the lock
-(it asks the policy itself when none is ready, so a decision may be one step behind, never missing). A
+every branch, then asks the policy for the domain's next decision, which ``decide`` takes without the lock.
+When the worker has not readied a new one since, ``decide`` hands out the domain's latest again rather than
+wait for the lock the worker holds: a decision may be a step or two behind, never missing (only a domain's
+first decision asks the policy on the caller's thread). A
 decoder in another process reaches the same path through the step ring (agent/ring_reader.py calls
 ``take``, ``decide`` and ``stop_state``). ``record_many`` (the HTTP route) still validates the whole
 batch on the caller's thread, so a bad request is refused with the field named. ``flush`` first waits for
@@ -174,6 +176,8 @@ class Sidecar:
     def decide(self, domain: str) -> Decision:
         """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate)."""
         ready = self._ready.pop(domain, None)  # atomic: the worker made it after the domain's last record
+        if ready is None and self.ingest is not None:
+            ready = self._latest_of(domain)  # the worker has not caught up: its last one, without waiting
         if ready is not None:
             key, decision = ready
         else:
@@ -189,8 +193,14 @@ class Sidecar:
     def latest(self, domain: str) -> Decision | None:
         """The decision last handed out or readied for ``domain``, without taking it (for displays: a
         ``decide`` would take the decision the ingest worker readied for the domain's next step)."""
-        latest = self._latest
-        return latest.get(domain) if domain in self._domains else latest.get(OTHER)
+        latest = self._latest_of(domain)
+        return latest[1] if latest is not None else None
+
+    def _latest_of(self, domain: str) -> tuple[str, Decision] | None:
+        """(state key, decision) last handed out or readied for ``domain``'s state; None for a new domain."""
+        key = domain if domain in self._domains else OTHER
+        decision = self._latest.get(key)
+        return (key, decision) if decision is not None else None
 
     def _stamp(self, key: str, decision: Decision) -> None:
         """Queue ``decision`` for the flush, stamped when first handed out (policies reuse the object);

@@ -128,7 +128,25 @@ def test_background_decisions_come_from_the_worker_and_never_go_missing(store):
     assert "code" in sidecar._ready  # the worker readied the next decision after the batch
     ready = sidecar.decide("code")
     assert ready.lookahead > first.lookahead and "code" not in sidecar._ready
-    assert sidecar.decide("code").lookahead == ready.lookahead  # none ready: asked directly, same state
+    assert sidecar.decide("code") is ready  # none ready: the latest again, the policy not asked
+    sidecar.close()
+
+
+def test_background_decide_never_waits_for_the_worker(store):
+    """While the worker holds the lock (a batch in the policy), decide hands out the domain's latest decision
+    at once; only a domain never decided before asks the policy, under the lock."""
+    sidecar = Sidecar(store, make("heuristic", 8), clock=Clock(), background=True)
+    first = sidecar.decide("code")
+    got: dict[str, object] = {}
+    with sidecar._lock:  # as the worker does while it feeds a batch
+        for domain in ("code", "prose"):
+            t = threading.Thread(target=lambda d=domain: got.__setitem__(d, sidecar.decide(d)), daemon=True)
+            t.start()
+            t.join(1.0)
+        assert got.get("code") is first  # did not wait
+        assert "prose" not in got  # a new domain waits for the policy
+    t.join(5.0)
+    assert got["prose"].lookahead >= 1
     sidecar.close()
 
 
