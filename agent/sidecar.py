@@ -8,9 +8,10 @@ With ``background=True`` (``specwatch serve`` and the demo; bench/overhead_insit
 the caller's thread does almost nothing: ``record`` appends the step to a queue, and a worker thread
 (agent/ingest.py) validates it (a bad record is logged, counted in ``rejected`` and kept nowhere), feeds
 every branch, then asks the policy for the domain's next decision, which ``decide`` takes without the lock.
-When the worker has not readied a new one since, ``decide`` hands out the domain's latest again rather than
-wait for the lock the worker holds: a decision may be a step or two behind, never missing (only a domain's
-first decision asks the policy on the caller's thread). A
+While the worker still has records in hand and has not readied a new one, ``decide`` hands out the domain's
+latest again rather than wait for the lock the worker holds: a decision may be a step or two behind, never
+missing. With nothing in hand (the ring reader, which feeds records itself; an HTTP client asking between
+batches) it asks the policy, so every call gets a fresh choice (probes, exploration). A
 decoder in another process reaches the same path through the step ring (agent/ring_reader.py calls
 ``take``, ``decide`` and ``stop_state``). ``record_many`` (the HTTP route) still validates the whole
 batch on the caller's thread, so a bad request is refused with the field named. ``flush`` first waits for
@@ -176,8 +177,8 @@ class Sidecar:
     def decide(self, domain: str) -> Decision:
         """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate)."""
         ready = self._ready.pop(domain, None)  # atomic: the worker made it after the domain's last record
-        if ready is None and self.ingest is not None:
-            ready = self._latest_of(domain)  # the worker has not caught up: its last one, without waiting
+        if ready is None and self.ingest is not None and self.ingest.pending:
+            ready = self._latest_of(domain)  # the worker is busy and will ready one: its last, without waiting
         if ready is not None:
             key, decision = ready
         else:

@@ -11,6 +11,7 @@ import pytest
 from agent.ingest import Ingest
 from agent.records import RecordError
 from agent.sidecar import Sidecar
+from policies.base import Decision, Outcome, Policy
 from policies.registry import make
 from sidecar_fakes import T0, Clock, FakeMetrics, FakeWatch, open_store, step
 from storage import StatsQuery
@@ -128,17 +129,35 @@ def test_background_decisions_come_from_the_worker_and_never_go_missing(store):
     assert "code" in sidecar._ready  # the worker readied the next decision after the batch
     ready = sidecar.decide("code")
     assert ready.lookahead > first.lookahead and "code" not in sidecar._ready
-    assert sidecar.decide("code") is ready  # none ready: the latest again, the policy not asked
+    assert sidecar.decide("code").lookahead == ready.lookahead  # none ready, nothing pending: asked directly
     sidecar.close()
 
 
-def test_background_decide_never_waits_for_the_worker(store):
-    """While the worker holds the lock (a batch in the policy), decide hands out the domain's latest decision
-    at once; only a domain never decided before asks the policy, under the lock."""
+class Counting(Policy):
+    """K = 2 always; counts how often it is asked."""
+
+    name = "counting"
+
+    def __init__(self):
+        super().__init__(kmax=8)
+        self.chosen = 0
+
+    def choose(self, domain: str) -> Decision:
+        self.chosen += 1
+        return self.decision(2, "counting")
+
+    def update(self, domain: str, outcome: Outcome) -> "Counting":
+        return self
+
+
+def test_background_decide_never_waits_for_a_busy_worker(store):
+    """While the worker holds the lock with records in hand, decide hands out the domain's latest decision at
+    once; a domain never decided before asks the policy, under the lock."""
     sidecar = Sidecar(store, make("heuristic", 8), clock=Clock(), background=True)
     first = sidecar.decide("code")
     got: dict[str, object] = {}
     with sidecar._lock:  # as the worker does while it feeds a batch
+        sidecar.record(step("code", 2, 1, T0))  # in the worker's hands: it waits for the lock
         for domain in ("code", "prose"):
             t = threading.Thread(target=lambda d=domain: got.__setitem__(d, sidecar.decide(d)), daemon=True)
             t.start()
@@ -147,6 +166,18 @@ def test_background_decide_never_waits_for_the_worker(store):
         assert "prose" not in got  # a new domain waits for the policy
     t.join(5.0)
     assert got["prose"].lookahead >= 1
+    sidecar.close()
+
+
+def test_background_decide_with_nothing_pending_asks_the_policy_every_time(store):
+    # The ring reader feeds records itself and an HTTP client may ask between batches: each call must be the
+    # policy's own choice (its probes and exploration happen there), not the last one replayed.
+    policy = Counting()
+    sidecar = Sidecar(store, policy, clock=Clock(), background=True)
+    sidecar.take([step("code", 2, 1, T0)])
+    for _ in range(5):
+        sidecar.decide("code")
+    assert policy.chosen == 5
     sidecar.close()
 
 
