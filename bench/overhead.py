@@ -7,7 +7,7 @@ through ``record``. The real policy and switch, metrics, drift watch and alert m
 that exist), and the scheduler's jobs run on their own thread as in ``specwatch serve`` (flush and the
 policy's refit every second). Only the two calls are timed, between them a GIL-free pause standing for
 the decoder's forward passes (``--gap-us``). The loop runs four times: with background ingest (``record``
-validates and queues, a worker thread feeds the branches; the worker's CPU per step and its largest backlog
+queues, a worker thread validates and feeds the branches; the worker's CPU per step and its largest backlog
 are reported), with every branch fed inline, and through the step ring to a real ``specwatch serve --ring``
 process (agent/ring_client.py: ``record`` packs the step into shared memory, ``decide`` reads the
 decision the sidecar process published; that process's CPU per step is reported), and through the same ring
@@ -17,7 +17,9 @@ alternating per step between a fresh Sidecar and the same parts called directly 
 shares and the Sidecar's own cost come from paired measurements under the same conditions; both refit
 (untimed) as often in steps as the scheduler did in the loop.
 
-Goal: record + decide <= 20 us per step on the decoding thread (median and mean; p99 reported too). Not a test: prints a table and writes
+Goal: record + decide <= 20 us per step on the decoding thread, for the Sidecar in-process with background
+ingest (as `specwatch serve` and the demo run it); median, p99 and mean are checked for every way of running
+it and the ones that meet all three are printed. Not a test: prints a table and writes
 bench/results/overhead.json. Run on an idle machine (see ``uptime``).
 
     python bench/overhead.py [--steps 100000] [--policy confidence-stop+switch] [--seed 0] [--gap-us 300]
@@ -260,12 +262,18 @@ def main() -> None:
                       f"step (HTTP server and scheduler included), packer thread {r['packer_cpu_us_per_step']:.1f} "
                       f"us; whole loop {r['loop_us_per_step']:.1f} us per step; {r['waited']} records waited for room in the ring (the closed loop writes faster than "
                       f"that process takes them), {r['dropped']} dropped")
-    goal_name = "record + decide (deferred step ring)"
+    # The goal is the Sidecar's own (in-process, as `specwatch serve` and the demo run it); every way of
+    # running it is checked and reported.
+    goals = {name: {stat: row[f"{stat}_us"] <= GOAL_US for stat in ("median", "p99", "mean")}
+             for name, row in rows.items() if name.startswith("record + decide")}
+    met = [name for name, g in goals.items() if all(g.values())]
+    console.print(f"goal <= {GOAL_US:g} us on median, p99 and mean: met by {', '.join(met) or 'none'}")
+    goal_name = "record + decide (background ingest)"
     goal_row = rows[goal_name]
     result = {"benchmark": "overhead", "policy": args.policy, "steps": len(total), "seed": args.seed,
               "gap_us": args.gap_us, "wired": sorted(parts), "goal_us": GOAL_US,
               "goal_met_median": goal_row["median_us"] <= GOAL_US, "goal_met_p99": goal_row["p99_us"] <= GOAL_US,
-              "goal_met_mean": goal_row["mean_us"] <= GOAL_US, "goal_row": goal_name,
+              "goal_met_mean": goal_row["mean_us"] <= GOAL_US, "goal_row": goal_name, "goals": goals,
               "ingest_worker_cpu_us_per_step": worker_us, "ingest_max_backlog": backlog,
               "ring_sidecar_cpu_us_per_step": per_step["ring"]["sidecar_cpu_us_per_step"],
               "ring_waited": ring["waited"], "ring_dropped": ring["dropped"], "rings": per_step,
