@@ -12,6 +12,7 @@ import typer
 from agent import settings
 from agent.cli import Format, console, emit_rows, errors, fail
 
+
 class IngestMode(str, Enum):
     background = "background"
     inline = "inline"
