@@ -7,13 +7,12 @@ trace anywhere), then counted in the store's window sums, the metrics, the drift
 With ``background=True`` (``specwatch serve`` and the demo; bench/overhead_insitu.py compares it with inline)
 the caller's thread does almost nothing: ``record`` appends the step to a queue, and a worker thread
 (agent/ingest.py) validates it (a bad record is logged, counted in ``rejected`` and kept nowhere), feeds
-every branch, then asks the policy for the domain's next decision, which ``decide`` takes without the lock.
-While the worker still has records in hand and has not readied a new one, ``decide`` hands out the domain's
-latest again rather than wait for the lock the worker holds: a decision may be a step or two behind, never
-missing. With nothing in hand (the ring reader, which feeds records itself; an HTTP client asking between
-batches) it asks the policy, so every call gets a fresh choice (probes, exploration). A
-decoder in another process reaches the same path through the step ring (agent/ring_reader.py calls
-``take``, ``decide`` and ``stop_state``). ``record_many`` (the HTTP route) still validates the whole
+every branch, then asks the policy for the domain's next decision, which ``decide`` takes without the lock;
+while the worker has records in hand and none is readied, ``decide`` hands out the domain's latest again
+rather than wait for the worker's lock (a step or two behind, never missing); with nothing in hand (the ring
+reader, an HTTP client between batches) it asks the policy, a fresh choice per call. A decoder in another
+process reaches the same path through the step ring (agent/ring_reader.py: ``take``, ``decide``,
+``stop_state``). ``record_many`` (the HTTP route) still validates the whole
 batch on the caller's thread, so a bad request is refused with the field named. ``flush`` first waits for
 the worker, so a flush writes every record recorded before it. Neither entry point does I/O:
 switch transitions, decisions and version changes are queued and written by ``flush``, which the scheduler
@@ -38,9 +37,9 @@ from typing import Any
 
 from agent.ingest import Ingest
 from agent.records import RecordError, StepRecord
-from agent.warm import DEFAULT_LOOKBACK, arm_history, switch_states
+from agent.warm import DEFAULT_LOOKBACK, arm_history, latest_versions, switch_states
 from policies.base import Decision, Outcome, Policy, StopDrafting, StopState, has_refits
-from policies.switch import Switch, Transition
+from policies.switch import Transition, switch_of
 from storage import Store
 
 log = logging.getLogger(__name__)
@@ -76,7 +75,7 @@ class Sidecar:
         self._version_changes: deque[tuple[str, str, str | None, float]] = deque()
         self.last_flush: float | None = None
         self.flush_error: str | None = None
-        self.switch = _switch_of(policy)
+        self.switch = switch_of(policy)
         if self.switch is not None:
             self.switch.subscribe(self._on_transition)
         self.ingest = Ingest(self._ingest) if background else None
@@ -194,8 +193,8 @@ class Sidecar:
     def latest(self, domain: str) -> Decision | None:
         """The decision last handed out or readied for ``domain``, without taking it (for displays: a
         ``decide`` would take the decision the ingest worker readied for the domain's next step)."""
-        latest = self._latest_of(domain)
-        return latest[1] if latest is not None else None
+        found = self._latest_of(domain)
+        return found and found[1]
 
     def _latest_of(self, domain: str) -> tuple[str, Decision] | None:
         """(state key, decision) last handed out or readied for ``domain``'s state; None for a new domain."""
@@ -243,7 +242,7 @@ class Sidecar:
         """Seed the policy (and switch) from stored history of ``target_version`` (default: the latest this
         pod stored); returns the domains seeded."""
         if target_version is None:
-            target_version, draft_version = self._latest_versions()
+            target_version, draft_version = latest_versions(self.store, self.pod)
         now = self._clock()
         history = arm_history(self.store, target_version, draft_version, since=now - lookback,
                               now=now) if target_version else {}
@@ -260,13 +259,6 @@ class Sidecar:
                     self.policy.warm_start(domain, arms)
                 seeded.append(domain)
         return seeded
-
-    def _latest_versions(self) -> tuple[str | None, str | None]:
-        latest: dict[str, tuple[float, str]] = {}
-        for v in self.store.versions():
-            if v.pod == self.pod and v.last_seen >= latest.get(v.role, (-math.inf, ""))[0]:
-                latest[v.role] = (v.last_seen, v.version)
-        return latest.get("target", (0, None))[1], latest.get("draft", (0, None))[1]
 
     # -- scheduler jobs --------------------------------------------------------------------------------
     def flush(self, now: float | None = None) -> int:
@@ -401,11 +393,6 @@ class Sidecar:
             self.metrics.set_decision(key, lookahead, on)
         for (domain, detector), value in drift.items():
             self.metrics.set_drift(domain, detector, value)
-
-
-def _switch_of(policy: Policy) -> Switch | None:
-    switch = getattr(policy, "switch", None)
-    return switch if isinstance(switch, Switch) else None
 
 
 def _rate(value: float | None) -> str:

@@ -4,6 +4,7 @@ update the old acceptance is exactly what must not be trusted."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -60,3 +61,12 @@ def _arm(row: dict[str, Any], positions: dict[int, tuple[int, int]]) -> ArmStats
     return ArmStats(k, steps, round(row["tokens_per_step"] * steps),
                     (row["draft_seconds_per_step"] or 0.0) * steps,
                     (row["verify_seconds_per_step"] or 0.0) * steps, reached, accepted)
+
+
+def latest_versions(store: Store, pod: str) -> tuple[str | None, str | None]:
+    """(target, draft) versions ``pod`` stored most recently; None where it stored none."""
+    latest: dict[str, tuple[float, str]] = {}
+    for v in store.versions():
+        if v.pod == pod and v.last_seen >= latest.get(v.role, (-math.inf, ""))[0]:
+            latest[v.role] = (v.last_seen, v.version)
+    return latest.get("target", (0, None))[1], latest.get("draft", (0, None))[1]

@@ -320,3 +320,9 @@ class Switch:
         for listener in self._listeners:
             listener(t)
         return self
+
+
+def switch_of(policy) -> Switch | None:
+    """The on/off switch a policy runs behind (``policies.switched.Switched``), or None."""
+    switch = getattr(policy, "switch", None)
+    return switch if isinstance(switch, Switch) else None
