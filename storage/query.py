@@ -24,7 +24,8 @@ TOTALS = tuple(Totals.__dataclass_fields__)
 
 @dataclass(frozen=True)
 class StatsQuery:
-    """Rows with bucket start in [since, until) (unix seconds; None: all history / now), grouped by
+    """Rows with bucket start in [since, until) (unix seconds; None: all history / everything stored up to
+    now and any rows stamped ahead of it), grouped by
     ``by``. ``tier`` forces one tier (tests, debugging) instead of the planner's choice."""
 
     since: float | None = None
@@ -62,6 +63,11 @@ def stats(conn: sa.Connection, query: StatsQuery, chain: tuple[Tier, ...], now: 
         raise StoreError(f"unknown tier {query.tier!r}; choose from {', '.join(tiers)}")
     state = load_state(conn, chain)
     until = int(math.ceil(query.until if query.until is not None else now))
+    if query.until is None:
+        # "Now" includes rows stamped ahead of the clock: records within the allowed skew, and those a
+        # restarted process counts in the first window after its start (storage/store.py).
+        latest = conn.execute(sa.select(sa.func.max(chain[0].table.c.bucket_start))).scalar()
+        until = max(until, 0 if latest is None else int(latest) + chain[0].seconds)
     if query.since is not None:
         since = int(math.floor(query.since))
     else:  # all history: from the oldest row still complete in some tier (or nothing at all)
