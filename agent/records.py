@@ -199,7 +199,7 @@ def _check_int(name: str, value: Any, low: int, high: int | None) -> None:
 
 def _check_seconds(name: str, value: Any) -> None:
     if not _is_number(value) or not 0 <= value < MAX_STEP_SECONDS:
-        raise RecordError(name, f"must be a finite number of seconds in [0, {MAX_STEP_SECONDS:.0f})")
+        raise RecordError(name, f"must be a finite non-negative number below {MAX_STEP_SECONDS:.0f} (seconds)")
 
 
 def _check_number(name: str, value: Any, low: float, high: float) -> None:
