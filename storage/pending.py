@@ -1,8 +1,8 @@
 """Closed windows between the aggregator and the database, kept as running totals.
 
 Open windows come here on every flush too, so the database holds their totals so far within a flush
-interval (bounded loss on a crash). A window stays here for ``late_seconds`` after it closes. Records that arrive late for it are merged in,
-and the whole total is written again: the store replaces stored totals, never adds to them, so writing a
+interval (bounded loss on a crash). A window stays here for ``late_seconds`` after it closes. Records
+that arrive late for it are merged in, and the whole total is written again: the store replaces stored totals, never adds to them, so writing a
 window twice (a retry, or a late record) stores the same or a larger total and never double counts.
 """
 

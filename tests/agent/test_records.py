@@ -65,7 +65,7 @@ def test_every_number_is_bounded(change, field, message):
 def test_timestamps_outside_the_store_skew_are_named_with_the_index():
     ok, late = StepRecord(**GOOD), StepRecord(**{**GOOD, "timestamp": 1.7e9 + 301})
     validate_batch([ok, ok], earliest=1.7e9 - 7 * 86400, latest=1.7e9 + 300)
-    with pytest.raises(RecordError, match=r"record 1: timestamp: must be a finite number in \[1699395200, 1700000300\]"):
+    with pytest.raises(RecordError, match=r"record 1: timestamp: .* in \[1699395200, 1700000300\]"):
         validate_batch([ok, late], earliest=1.7e9 - 7 * 86400, latest=1.7e9 + 300)
     with pytest.raises(RecordError, match="record 0: timestamp"):
         validate_batch([StepRecord(**{**GOOD, "timestamp": 1.7e9 - 7 * 86400 - 1})], earliest=1.7e9 - 7 * 86400)

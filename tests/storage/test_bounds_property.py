@@ -53,10 +53,10 @@ def batches(draw, config: StoreConfig) -> list[StepRecord]:
         a = draw(st.integers(0, k))
         expected = draw(st.none() | st.lists(st.floats(0, 1), min_size=k, max_size=k))
         out.append(StepRecord(
-            domain=draw(st.sampled_from(domains)), lookahead=k, accepted=a, emitted=draw(st.integers(1, a + 1)),
-            draft_seconds=draw(seconds), verify_seconds=draw(seconds), target_version=draw(st.sampled_from(versions)),
-            draft_version=draw(st.sampled_from(versions)), accepted_mask=draw(st.none() | st.just([1] * a + [0] * (k - a))),
-            expected_acceptance=expected,
+            domain=draw(st.sampled_from(domains)), lookahead=k, accepted=a,
+            emitted=draw(st.integers(1, a + 1)), draft_seconds=draw(seconds), verify_seconds=draw(seconds),
+            target_version=draw(st.sampled_from(versions)), draft_version=draw(st.sampled_from(versions)),
+            accepted_mask=draw(st.none() | st.just([1] * a + [0] * (k - a))), expected_acceptance=expected,
             timestamp=draw(st.none() | st.sampled_from((earliest, latest)) | st.floats(earliest, latest)),
             pod=draw(st.none() | text(128))))
     return out
