@@ -27,7 +27,7 @@ from storage.engine import Database, database_errors
 from storage.events import Decision, StoredAlert, Transition, VersionSeen
 from storage.flush import write_all
 from storage.pending import PendingWindows
-from storage.query import StatsQuery, StatsResult, stats
+from storage.query import StatsQuery, StatsResult, stats, stored_until
 from storage.retention import prune
 from storage.sql import ceil_to, floor_to
 from storage.rollup import rollup
@@ -235,8 +235,8 @@ class Store:
     def history(self, since: float | None = None, until: float | None = None,
                 domain: str | None = None) -> History:
         """Acceptance per domain over time with speculation-off periods, alerts and target versions."""
-        until = self._now(until)
         with self.db.read() as conn:
+            until = stored_until(conn, self.tiers, self._clock()) if until is None else until
             if since is None:
                 first = stats(conn, StatsQuery(until=until, by=("day",), domain=domain), self.tiers, until)
                 since = first.rows[0]["day"] if first.rows else until - 86400

@@ -69,6 +69,7 @@ def test_history_is_visible_at_once_after_a_restart(make_store, clock):
     assert totals(reader) == {"code": (2, 8, 4)}
     assert reader.stats(StatsQuery(by=("minute",))).rows[0]["steps"] == 2
     assert totals(reader, until=T0 + 5) == {}  # an explicit end is still honoured
+    assert sum(p.steps for p in reader.history(since=T0).acceptance["code"]) == 2  # what --plot draws
 
 
 def _unreachable(db_url: str) -> sa.Engine:
