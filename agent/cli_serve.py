@@ -40,11 +40,12 @@ def serve(
     these flags. SIGTERM or Ctrl-C: stop taking requests, flush everything, persist alerts, exit 0.
     """
     from agent import config as cfg
+    from agent import redact
     from agent.generator import ModelsUnavailable
     from agent.serve import build, serve as run
     from storage import StoreError
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    redact.install(logging.INFO)  # every line, tracebacks too, without passwords, tokens or URL secrets
     for noisy in ("apscheduler", "alembic"):  # a line per job run / per migration check
         logging.getLogger(noisy).setLevel(logging.WARNING)
     flags = {"host": host, "port": port, "db": db, "policy": policy, "pod": pod, "kit": kit,
@@ -53,7 +54,7 @@ def serve(
         options = cfg.load(config, flags)
         runtime = build(options)
     except cfg.ConfigError as exc:
-        raise fail(f"config: {exc}")
+        raise fail(redact.redact(f"config: {exc}"))
     except (StoreError, ModelsUnavailable) as exc:
-        raise fail(str(exc))
+        raise fail(redact.redact(exc))
     raise typer.Exit(run(options, runtime))
