@@ -60,7 +60,8 @@ def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = 
     readiness = readiness or Readiness(sidecar, ring=ring, generator=generator, models_configured=models_configured)
     bearer = HTTPBearer(auto_error=False, description="Required on POST routes when a token is configured.")
 
-    def authorize(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    async def authorize(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        # async: a sync dependency would run on the shared threadpool, which generate or a slow route may fill
         if token is not None and not token_ok(
                 f"Bearer {credentials.credentials}" if credentials is not None else None, token):
             raise _Unauthorized()

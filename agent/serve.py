@@ -144,13 +144,7 @@ def serve(config: SidecarConfig, runtime: Runtime | None = None) -> int:
         log.warning("binding %s without a token: anyone who reaches this port can post records", config.host)
     if runtime.generator is not None:
         runtime.generator.load_in_background(lambda: models.load(config))
-    # log_config=None: uvicorn's records go through the root logger's (redacting) handlers.
-    server = _Server(uvicorn.Config(runtime.app, host=config.host, port=config.port, lifespan="off",
-                                    access_log=False, log_level="info", log_config=None,
-                                    http=timed_h11(config.read_timeout), timeout_keep_alive=config.keepalive_seconds,
-                                    limit_concurrency=config.max_connections,
-                                    timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3))),
-                     watchdog=lambda: _watchdog(config.shutdown_seconds))
+    server = _Server(uvicorn_config(config, runtime.app), watchdog=lambda: _watchdog(config.shutdown_seconds))
     # uvicorn re-raises the signal it caught once it has stopped; these handlers make that (and a second
     # signal during the final flush) harmless, so the flush always completes.
     previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -167,6 +161,16 @@ def serve(config: SidecarConfig, runtime: Runtime | None = None) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0 if server.started or server.should_exit else 1
+
+
+def uvicorn_config(config: SidecarConfig, app: Any) -> uvicorn.Config:
+    """How uvicorn runs the app: the read timeout for slow clients (agent/http_timeouts.py), keep-alive
+    idle timeout, a connection cap (503 beyond), and log_config=None so uvicorn's records go through the
+    root logger's redacting handlers."""
+    return uvicorn.Config(app, host=config.host, port=config.port, lifespan="off", access_log=False,
+                          log_level="info", log_config=None, http=timed_h11(config.read_timeout),
+                          timeout_keep_alive=config.keepalive_seconds, limit_concurrency=config.max_connections,
+                          timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3)))
 
 
 class _Server(uvicorn.Server):

@@ -124,12 +124,15 @@ def database_errors() -> Iterator[None]:
 
 
 def _pg_timeouts(url: sa.URL, timeouts: Timeouts) -> dict:
-    """libpq connection parameters for ``timeouts``; values the URL sets itself are left alone."""
+    """libpq connection parameters for ``timeouts``; values the URL sets itself win."""
     ms = max(1, int(timeouts.statement * 1000))
-    args = {"connect_timeout": max(1, math.ceil(timeouts.connect)), "tcp_user_timeout": ms}
-    if "options" not in url.query:
-        args["options"] = f"-c statement_timeout={ms}"
-    return {k: v for k, v in args.items() if k not in url.query}
+    args: dict = {"connect_timeout": max(1, math.ceil(timeouts.connect)), "tcp_user_timeout": ms}
+    args = {k: v for k, v in args.items() if k not in url.query}
+    options = url.query.get("options", "")
+    options = " ".join(options) if isinstance(options, tuple) else options
+    if "statement_timeout" not in options:  # e.g. a search_path set there stays
+        args["options"] = f"{options} -c statement_timeout={ms}".strip()
+    return args
 
 
 def _sqlite_setup(engine: sa.Engine, timeouts: Timeouts) -> None:
