@@ -19,7 +19,7 @@ class Running:
     """``with Running(config) as r:`` builds the runtime, starts its jobs and serves it; ``r.client``."""
 
     def __init__(self, config: SidecarConfig, runtime: Runtime | None = None):
-        self.config = dataclasses.replace(config, port=config.port or free_port())
+        self.config = dataclasses.replace(config, port=free_port())
         self.runtime = runtime
         self.url = f"http://127.0.0.1:{self.config.port}"
         self.server: uvicorn.Server | None = None
