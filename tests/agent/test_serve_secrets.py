@@ -86,7 +86,7 @@ def test_no_secret_reaches_the_log(tmp_path, schema):
             log = s.output()
     finally:
         hook.shutdown()
-    assert "postgresql://postgres:***@127.0.0.1:5432/test" in log  # the start-up line, redacted
-    assert "alert sink webhook failed" in log  # the 5xx was logged, its URL redacted
     leaked = [secret for secret in SECRETS if secret in log]
     assert not leaked, f"secrets in the log: {leaked}\n{log}"
+    assert "postgresql://postgres:***@127.0.0.1:5432/test" in log  # the start-up line, redacted
+    assert "alert sink webhook failed" in log  # the 5xx was logged, its URL redacted
