@@ -10,8 +10,8 @@ request refused (422, 503) stored nothing, so its retry is handled afresh.
 
 Keys are kept apart per credential (the bearer token presented), so clients with different tokens never
 see each other's answers. Memory is bounded: at most ``max_entries`` answers (least recently used
-forgotten first; a forgotten key is handled afresh), each a key, a body digest and a small JSON answer
-(about 0.5 KB: 16384 entries take under 10 MB).
+forgotten first; a forgotten key is handled afresh), each a key, a body digest and a small JSON answer:
+about 840 bytes with 128-character keys, so the default 16384 entries take about 14 MB (tracemalloc).
 """
 
 from __future__ import annotations
