@@ -32,6 +32,9 @@ def serve(
     ring: Annotated[Optional[str], typer.Option(
         help="Shared-memory step ring a decoding process in this pod writes (agent/ring_client.py); "
              "default SPECWATCH_RING, none.")] = None,
+    auth: Annotated[Optional[str], typer.Option(
+        help="Which routes need the token: ingest (POST routes; the default) or all (every route but "
+             "/healthz and /readyz; needs a token).")] = None,
 ) -> None:
     """Serve POST /v1/steps, GET /v1/decision, POST /v1/generate, GET /v1/alerts, /metrics, /healthz and
     /readyz (OpenAPI at /openapi.json).
@@ -49,7 +52,8 @@ def serve(
     for noisy in ("apscheduler", "alembic"):  # a line per job run / per migration check
         logging.getLogger(noisy).setLevel(logging.WARNING)
     flags = {"host": host, "port": port, "db": db, "policy": policy, "pod": pod, "kit": kit,
-             "target_dir": target_dir, "draft_dir": draft_dir, "ring": ring}
+             "target_dir": target_dir, "draft_dir": draft_dir, "ring": ring,
+             "auth": auth}
     try:
         options = cfg.load(config, flags)
         runtime = build(options)

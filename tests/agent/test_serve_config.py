@@ -37,3 +37,15 @@ def test_the_source_of_a_bad_value_is_named(monkeypatch):
     monkeypatch.setenv("SPECWATCH_DB_POOL_SECONDS", "soon")
     with pytest.raises(ConfigError, match=r"db_pool_seconds: must be a number, got 'soon' \(from SPECWATCH_DB_POOL_SECONDS\)"):
         cfg.load(None)
+
+
+def test_serve_refuses_auth_all_without_a_token(tmp_path):
+    import subprocess
+
+    from served import CLI, REPO
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("SPECWATCH_")}
+    done = subprocess.run([*CLI, "serve", "--auth", "all", "--db", f"sqlite:///{tmp_path / 'x.db'}"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "config: auth: auth = all needs a token" in " ".join(done.stderr.split())  # rich wraps lines
