@@ -1,58 +1,92 @@
 """The sidecar's HTTP API (FastAPI): the two data-path entry points plus alerts, metrics and probes.
 
-POST routes need ``Authorization: Bearer <token>`` when a token is configured (401 otherwise). Bodies over
-``body_limit`` bytes get 413. Any invalid input gets 422 with a one-line ``message`` naming the field (and
-the record's index in a batch) and nothing from that request is kept. OpenAPI: /openapi.json, /docs.
+POST routes need ``Authorization: Bearer <token>`` when a token is configured (401 otherwise); with
+``auth="all"`` every route but /healthz and /readyz does (agent/auth.py). Bodies over ``body_limit`` bytes
+get 413. Any invalid input gets 422 with a one-line ``message`` naming the field (and the record's index in
+a batch), duplicate JSON keys and non-finite numbers included (agent/strict_json.py), and nothing from that
+request is kept. POST /v1/steps honours ``Idempotency-Key`` (agent/idempotency.py) and never waits: when
+the store cannot take more it answers 503 with Retry-After (agent/limits.py). POST /v1/generate runs on
+threads of its own, a bounded number at once (429 with Retry-After beyond). /readyz answers from a cached
+probe (agent/readiness.py). Ingest and probes run on the event loop, never on the shared threadpool, so a
+saturated threadpool cannot stall them. OpenAPI: /openapi.json, /docs.
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, GCCollector, PlatformCollector, \
     ProcessCollector, generate_latest
 
+from agent import idempotency
 from agent.api_models import AlertOut, AlertsOut, DecisionOut, GenerateIn, GenerateOut, Problem, StepsAccepted, \
     StepsIn
+from agent.auth import MESSAGE, TokenGate, bearer_of, token_ok
 from agent.generator import Generator, ModelsUnavailable
+from agent.limits import Busy, GenerateGate, IngestGate, Limits, Refusals
+from agent.readiness import Readiness
 from agent.records import RecordError
 from agent.sidecar import Sidecar
+from agent.strict_json import BadJSON, StrictJSONRoute
 from storage import StoreError
 
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
 ERRORS = {401: {"model": Problem}, 413: {"model": Problem}, 422: {"model": Problem}, 503: {"model": Problem}}
+BUSY = {429: {"model": Problem}, 503: {"model": Problem}}
 
 
 def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = DEFAULT_BODY_LIMIT,
                generator: Generator | None = None, models_configured: bool = False, max_new_tokens: int = 1024,
-               registry: CollectorRegistry | None = None, ring: Any = None) -> FastAPI:
+               registry: CollectorRegistry | None = None, ring: Any = None, auth: str = "ingest",
+               limits: Limits | None = None, readiness: Readiness | None = None) -> FastAPI:
     """The app over ``sidecar``. ``registry``: what /metrics exports (default: the wired Metrics' registry,
     else one of the process's own collectors)."""
+    if auth not in ("ingest", "all") or (auth == "all" and token is None):
+        raise ValueError(f"auth: must be ingest, or all with a token; got {auth!r}")
     app = FastAPI(title="specwatch sidecar", version="1", max_body_size=body_limit,
                   description="Records speculative decoding steps and decides the lookahead per domain.")
+    app.router.route_class = StrictJSONRoute
+    if auth == "all":
+        app.add_middleware(TokenGate, token=token)
+    limits = limits or Limits()
     registry = registry or getattr(sidecar.metrics, "registry", None) or _process_registry()
+    refusals = Refusals(registry)
+    ingest, generate = IngestGate(sidecar, limits, refusals), GenerateGate(limits, refusals)
+    answers = idempotency.IdempotencyCache(limits.idempotency_entries)
+    readiness = readiness or Readiness(sidecar, ring=ring, generator=generator, models_configured=models_configured)
     bearer = HTTPBearer(auto_error=False, description="Required on POST routes when a token is configured.")
 
-    def authorize(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        if token is None:
-            return
-        given = credentials.credentials if credentials is not None else ""
-        if not secrets.compare_digest(given.encode(), token.encode()):
+    async def authorize(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        # async: a sync dependency would run on the shared threadpool, which generate or a slow route may fill
+        if token is not None and not token_ok(
+                f"Bearer {credentials.credentials}" if credentials is not None else None, token):
             raise _Unauthorized()
 
     _handlers(app)
 
     @app.post("/v1/steps", status_code=202, response_model=StepsAccepted, dependencies=[Depends(authorize)],
-              responses=ERRORS, summary="Record speculative steps")
-    def post_steps(body: StepsIn) -> StepsAccepted:
+              responses={**ERRORS, **BUSY}, summary="Record speculative steps")
+    async def post_steps(body: StepsIn, request: Request, idempotency_key: Annotated[str | None, Header(
+            alias=idempotency.HEADER, description="Retry with the same key: answered once, stored once "
+                                                  "(10 minutes; printable, 1..128 characters).")] = None):
         """Validate the whole batch, then count every record. Any invalid record: 422 naming its index and
-        field, and nothing from the request is kept."""
-        return StepsAccepted(accepted=sidecar.record_many([r.to_record() for r in body.records]))
+        field, and nothing from the request is kept. 503 + Retry-After when the store cannot take more."""
+        async def handle() -> dict:
+            return {"accepted": ingest.record([r.to_record() for r in body.records])}
+
+        if idempotency_key is None:
+            return JSONResponse(await handle(), status_code=202)
+        try:
+            key = idempotency.check_key(idempotency_key)
+            scope = idempotency.scope_of(bearer_of(request.headers.get("authorization")) if token else None)
+            answer, replayed = await answers.run(scope, key, await request.body(), handle)
+        except (idempotency.InvalidKey, idempotency.KeyReused) as exc:
+            raise _Invalid(idempotency.HEADER, str(exc), ("header", idempotency.HEADER)) from None
+        return JSONResponse(answer, status_code=202, headers={idempotency.REPLAYED: "true"} if replayed else None)
 
     @app.get("/v1/decision", response_model=DecisionOut, responses=ERRORS, summary="Lookahead for a domain")
     def get_decision(domain: Annotated[str, Query(min_length=1, max_length=64)]) -> DecisionOut:
@@ -63,19 +97,20 @@ def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = 
         return DecisionOut(domain=domain, lookahead=d.lookahead, speculate=d.speculate, policy=d.policy,
                            reason=d.reason)
 
-    @app.post("/v1/generate", response_model=GenerateOut, dependencies=[Depends(authorize)], responses=ERRORS,
-              summary="Generate with the in-process speculative decoder")
-    def post_generate(body: GenerateIn) -> GenerateOut:
+    @app.post("/v1/generate", response_model=GenerateOut, dependencies=[Depends(authorize)],
+              responses={**ERRORS, **BUSY}, summary="Generate with the in-process speculative decoder")
+    async def post_generate(body: GenerateIn) -> GenerateOut:
         """Decode ``prompt`` with the configured target and draft, the sidecar choosing K before every step
-        and recording every step. 503 when no models are configured or they are still loading."""
+        and recording every step. 503 when no models are configured or they are still loading; 429 with
+        Retry-After when ``generate_concurrency`` decode and ``generate_queue`` more wait already."""
         if body.max_tokens > max_new_tokens:
             raise _Invalid("max_tokens", f"must be at most {max_new_tokens}", ("body", "max_tokens"))
         if generator is None:
             raise ModelsUnavailable("no models configured (set kit, or target_dir and draft_dir)")
         try:
-            out = generator.generate(body.prompt, body.domain, body.max_tokens, temperature=body.temperature,
-                                     top_k=body.top_k, top_p=body.top_p, seed=body.seed,
-                                     request_id=body.request_id)
+            out = await generate.run(lambda: generator.generate(
+                body.prompt, body.domain, body.max_tokens, temperature=body.temperature, top_k=body.top_k,
+                top_p=body.top_p, seed=body.seed, request_id=body.request_id))
         except ValueError as exc:
             if isinstance(exc, RecordError):
                 raise
@@ -101,47 +136,15 @@ def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = 
         return {"status": "ok"}
 
     @app.get("/readyz", responses={503: {"model": Problem}}, summary="Readiness")
-    def readyz() -> JSONResponse:
+    async def readyz() -> JSONResponse:
         """Ready when the database takes a write, the ingest worker keeps up, the step ring's reader runs
-        (when configured) and the configured models are loaded."""
-        checks = {"database": _database_check(sidecar), "ingest": _ingest_check(sidecar),
-                  "ring": "not configured" if ring is None else "ok" if ring.alive else "reader stopped",
-                  "models": _models_check(generator) if models_configured else "not configured"}
-        ok = all(v in ("ok", "not configured") for v in checks.values())
+        (when configured) and the configured models are loaded. Answers within 2 s whatever the database
+        does: a database that has not answered for 1.5 s is reported as stale (not ready)."""
+        ok, checks = await readiness.report()
         return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks},
                             status_code=200 if ok else 503)
 
     return app
-
-
-def _database_check(sidecar: Sidecar) -> str:
-    if sidecar.flush_error:
-        return f"last flush failed: {sidecar.flush_error}"
-    try:
-        with sidecar.store.db.write():  # takes the write lock (SQLite) / a connection (PostgreSQL)
-            pass
-    except StoreError as exc:
-        return str(exc)
-    return "ok"
-
-
-def _ingest_check(sidecar: Sidecar) -> str:
-    ingest = sidecar.ingest
-    if ingest is None:
-        return "not configured"
-    if not ingest.alive:
-        return "worker stopped"
-    if ingest.pending >= ingest.max_pending:
-        return f"backlogged: {ingest.pending} records or batches waiting"
-    return "ok"
-
-
-def _models_check(generator: Generator | None) -> str:
-    if generator is not None and generator.ready:
-        return "ok"
-    if generator is not None and generator.error:
-        return generator.error
-    return "loading"
 
 
 def _process_registry() -> CollectorRegistry:
@@ -182,8 +185,16 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(_Unauthorized)
     async def unauthorized(_: Request, __: _Unauthorized) -> JSONResponse:
-        return _problem(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
-                        headers={"WWW-Authenticate": "Bearer"})
+        return _problem(401, MESSAGE, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(BadJSON)
+    async def bad_json(_: Request, exc: BadJSON) -> JSONResponse:
+        return _problem(422, _where(exc.loc) + exc.message,
+                        [{"loc": list(exc.loc), "msg": exc.message, "type": "json_invalid"}])
+
+    @app.exception_handler(Busy)
+    async def busy(_: Request, exc: Busy) -> JSONResponse:
+        return _problem(exc.status, str(exc), headers={"Retry-After": str(exc.retry_after)})
 
     @app.exception_handler(ModelsUnavailable)
     async def no_models(_: Request, exc: ModelsUnavailable) -> JSONResponse:

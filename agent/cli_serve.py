@@ -32,6 +32,9 @@ def serve(
     ring: Annotated[Optional[str], typer.Option(
         help="Shared-memory step ring a decoding process in this pod writes (agent/ring_client.py); "
              "default SPECWATCH_RING, none.")] = None,
+    auth: Annotated[Optional[str], typer.Option(
+        help="Which routes need the token: ingest (POST routes; the default) or all (every route but "
+             "/healthz and /readyz; needs a token).")] = None,
 ) -> None:
     """Serve POST /v1/steps, GET /v1/decision, POST /v1/generate, GET /v1/alerts, /metrics, /healthz and
     /readyz (OpenAPI at /openapi.json).
@@ -40,20 +43,22 @@ def serve(
     these flags. SIGTERM or Ctrl-C: stop taking requests, flush everything, persist alerts, exit 0.
     """
     from agent import config as cfg
+    from agent import redact
     from agent.generator import ModelsUnavailable
     from agent.serve import build, serve as run
     from storage import StoreError
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    redact.install(logging.INFO)  # every line, tracebacks too, without passwords, tokens or URL secrets
     for noisy in ("apscheduler", "alembic"):  # a line per job run / per migration check
         logging.getLogger(noisy).setLevel(logging.WARNING)
     flags = {"host": host, "port": port, "db": db, "policy": policy, "pod": pod, "kit": kit,
-             "target_dir": target_dir, "draft_dir": draft_dir, "ring": ring}
+             "target_dir": target_dir, "draft_dir": draft_dir, "ring": ring,
+             "auth": auth}
     try:
         options = cfg.load(config, flags)
         runtime = build(options)
     except cfg.ConfigError as exc:
-        raise fail(f"config: {exc}")
+        raise fail(redact.redact(f"config: {exc}"))
     except (StoreError, ModelsUnavailable) as exc:
-        raise fail(str(exc))
+        raise fail(redact.redact(exc))
     raise typer.Exit(run(options, runtime))

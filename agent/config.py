@@ -14,6 +14,7 @@ from agent import settings
 from agent.ring_layout import check_name
 
 KIT_TARGETS = ("v1", "v2")
+AUTH_MODES = ("ingest", "all")
 
 
 class ConfigError(ValueError):
@@ -36,6 +37,18 @@ class SidecarConfig:
     - ``alertmanager_url`` / ``webhook_url``: alert sinks besides the log (optional).
     - ``ring``: the shared-memory step ring a decoding process in this pod writes (agent/ring_client.py);
       the sidecar reads it and publishes decisions into it (optional).
+    - ``auth``: ``ingest`` (POST routes need the token) or ``all`` (every route but /healthz and /readyz).
+    - ``db_connect_seconds`` / ``db_statement_seconds`` / ``db_pool_seconds``: how long a database connect,
+      one statement (SQLite: waiting for the write lock) and a wait for a pooled connection may take.
+    - ``max_unwritten``: window rows the store may hold unwritten (the database away) before POST
+      /v1/steps answers 503 with Retry-After.
+    - ``generate_concurrency`` / ``generate_queue``: POST /v1/generate requests decoding at once and
+      waiting for a turn; more get 429 with Retry-After.
+    - ``read_timeout``: seconds a client has to send a whole request (headers and body) once it connected
+      or its previous request was answered; ``keepalive_seconds``: idle keep-alive connections closed after.
+    - ``max_connections``: open connections at most (uvicorn's limit_concurrency; more get 503).
+    - ``idempotency_entries``: Idempotency-Key answers remembered (each for 10 minutes; least recently
+      used forgotten first).
     """
 
     host: str = "127.0.0.1"
@@ -64,6 +77,17 @@ class SidecarConfig:
     alerts_seconds: float = 15.0
     shutdown_seconds: float = 8.0
     ring: str | None = None
+    auth: str = "ingest"
+    db_connect_seconds: float = 5.0
+    db_statement_seconds: float = 30.0
+    db_pool_seconds: float = 5.0
+    max_unwritten: int = 200_000
+    generate_concurrency: int = 2
+    generate_queue: int = 8
+    read_timeout: float = 15.0
+    keepalive_seconds: float = 5.0
+    max_connections: int = 1024
+    idempotency_entries: int = 16_384
 
     def __post_init__(self) -> None:
         for name in ("host", "db", "pod", "policy", "device"):
@@ -78,8 +102,18 @@ class SidecarConfig:
         if not 1 <= len(self.pod) <= 128 or not self.pod.isprintable():
             raise ConfigError("pod", f"must be printable text of 1..128 characters, got {self.pod!r}")
         for name in ("warm_lookback", "flush_seconds", "rollup_seconds", "prune_seconds", "refit_seconds",
-                     "alerts_seconds", "shutdown_seconds"):
+                     "alerts_seconds", "shutdown_seconds", "db_connect_seconds", "db_statement_seconds",
+                     "db_pool_seconds", "read_timeout", "keepalive_seconds"):
             _positive(name, getattr(self, name))
+        _int("max_unwritten", self.max_unwritten, 1, 1 << 40)
+        _int("generate_concurrency", self.generate_concurrency, 1, 1024)
+        _int("generate_queue", self.generate_queue, 0, 1 << 20)
+        _int("max_connections", self.max_connections, 1, 1 << 20)
+        _int("idempotency_entries", self.idempotency_entries, 1, 1 << 24)
+        if self.auth not in AUTH_MODES:
+            raise ConfigError("auth", f"must be one of {', '.join(AUTH_MODES)}, got {self.auth!r}")
+        if self.auth == "all" and self.token is None:
+            raise ConfigError("auth", "auth = all needs a token (set token or SPECWATCH_TOKEN)")
         if self.shutdown_seconds > 9.5:
             raise ConfigError("shutdown_seconds", f"must leave the 10 s grace period room, got {self.shutdown_seconds}")
         if self.token is not None:

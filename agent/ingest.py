@@ -7,7 +7,8 @@ and passes it to ``handle`` (validation where the caller did not, window sums, m
 policy update). The worker shares the GIL with the decoder: it takes work off the decoding thread's step,
 not off the process (bench/overhead_insitu.py measures both).
 
-Nothing is dropped: above ``max_pending`` waiting items, ``put`` blocks until the worker catches up.
+Nothing is dropped: above ``max_pending`` waiting items, ``put`` blocks until the worker catches up, or
+with ``block=False`` (an HTTP handler, which must never wait) raises ``IngestFull`` and queues nothing.
 ``drain`` waits until everything put before the call has been handled (the flush and shutdown use it, so
 a flush writes every record recorded before it). A batch whose handler raises is logged and counted in
 ``errors``; the worker goes on with the next one.
@@ -25,6 +26,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 IDLE_POLL = 0.05  # seconds between looks once the inbox has stayed empty a while
+
+
+class IngestFull(RuntimeError):
+    """``put(block=False)`` found ``max_pending`` items waiting; the item was not queued."""
 
 
 class Ingest:
@@ -50,12 +55,14 @@ class Ingest:
         self._thread.start()
 
     # -- producers ---------------------------------------------------------------------------------------
-    def put(self, item: Any) -> None:
-        """Queue one item for ``handle``."""
+    def put(self, item: Any, block: bool = True) -> None:
+        """Queue one item for ``handle`` (``block=False``: IngestFull rather than wait for room)."""
         if self._stopping:
             raise RuntimeError("ingest is closed")
         inbox = self._inbox
         if len(inbox) >= self.max_pending:  # back-pressure, never loss
+            if not block:
+                raise IngestFull(f"{len(inbox)} items waiting (at most {self.max_pending})")
             self._wait_below(self.max_pending)
         with self._put_lock:
             inbox.append(item)
@@ -66,6 +73,11 @@ class Ingest:
     def pending(self) -> int:
         """Items put but not yet handled."""
         return max(0, self._submitted - self._handled)
+
+    @property
+    def full(self) -> bool:
+        """Whether ``put`` would wait (``block=False``: refuse) now."""
+        return len(self._inbox) >= self.max_pending
 
     @property
     def alive(self) -> bool:

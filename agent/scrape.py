@@ -17,6 +17,7 @@ import logging
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -187,22 +188,47 @@ class Rejected(ValueError):
 
 
 class SidecarSink:
-    """POSTs records to a running sidecar's /v1/steps in batches; raises httpx.HTTPError on failure."""
+    """POSTs records to a running sidecar's /v1/steps in batches; raises httpx.HTTPError on failure.
 
-    def __init__(self, client: httpx.Client, base_url: str, token: str | None = None):
+    Each batch carries an ``Idempotency-Key`` of its own and keeps it over up to ``attempts`` tries (a
+    transport error, 429 or 5xx; waiting Retry-After, at most ``max_wait`` seconds): a batch whose first
+    answer was lost is stored once, not twice."""
+
+    def __init__(self, client: httpx.Client, base_url: str, token: str | None = None, *, attempts: int = 3,
+                 max_wait: float = 5.0, sleep: Callable[[float], None] = time.sleep):
         self.client, self.url = client, base_url.rstrip("/") + "/v1/steps"
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.attempts, self.max_wait, self._sleep = attempts, max_wait, sleep
 
     def write(self, records: Sequence[StepRecord]) -> None:
         for start in range(0, len(records), POST_BATCH):
             body = {"records": [r.to_dict() for r in records[start:start + POST_BATCH]]}
-            response = self.client.post(self.url, json=body, headers=self.headers)
-            if response.status_code == 202:
+            self._post(body, {**self.headers, "Idempotency-Key": uuid.uuid4().hex})
+
+    def _post(self, body: dict, headers: dict[str, str]) -> None:
+        for attempt in range(1, self.attempts + 1):
+            try:
+                response = self.client.post(self.url, json=body, headers=headers)
+            except httpx.TransportError:
+                if attempt == self.attempts:
+                    raise
+                self._sleep(min(self.max_wait, 0.5 * attempt))
                 continue
+            if response.status_code == 202:
+                return
             message = f"POST {self.url}: {response.status_code} {response.text[:300]}"
-            if 400 <= response.status_code < 500:
+            if 400 <= response.status_code < 500 and response.status_code != 429:
                 raise Rejected(message)
-            raise httpx.HTTPStatusError(message, request=response.request, response=response)
+            if attempt == self.attempts:
+                raise httpx.HTTPStatusError(message, request=response.request, response=response)
+            self._sleep(min(self.max_wait, _retry_after(response) or 0.5 * attempt))
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", "")))
+    except ValueError:
+        return None
 
 
 def run(scraper: Scraper, page: Callable[[], str], *, interval: float, once: bool = False,

@@ -20,13 +20,17 @@ from typing import Any
 import uvicorn
 
 from agent import generator as models
+from agent import redact
 from agent.api import create_app
 from agent.config import SidecarConfig
+from agent.http_timeouts import timed_h11
 from agent.jobs import Intervals, Jobs
+from agent.limits import Limits
 from agent.ring_reader import RingCollector, RingReader
 from agent.sidecar import Sidecar
 from policies.registry import make
 from storage import Store, StoreConfig
+from storage.engine import Timeouts
 
 log = logging.getLogger("specwatch.serve")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -62,9 +66,11 @@ class Runtime:
 
 def build(config: SidecarConfig) -> Runtime:
     """Open the store, make the policy and the optional parts, warm-start, make the app (not started)."""
+    remember_secrets(config)
     if config.models_configured:
         models.check(config)
-    store = Store.open(config.db, StoreConfig(kmax=config.kmax, pod=config.pod))
+    timeouts = Timeouts(config.db_connect_seconds, config.db_statement_seconds, config.db_pool_seconds)
+    store = Store.open(config.db, StoreConfig(kmax=config.kmax, pod=config.pod), timeouts=timeouts)
     try:
         watch, alerts, metrics = components(config, store)
         sidecar = Sidecar(store, make(config.policy, config.kmax, config.seed), watch=watch, alerts=alerts,
@@ -80,9 +86,19 @@ def build(config: SidecarConfig) -> Runtime:
     ring = RingReader(sidecar, config.ring) if config.ring else None
     if ring is not None and sidecar.metrics is not None:
         sidecar.metrics.registry.register(RingCollector(ring))
+    limits = Limits(max_unwritten=config.max_unwritten, generate_concurrency=config.generate_concurrency,
+                    generate_queue=config.generate_queue, idempotency_entries=config.idempotency_entries)
     app = create_app(sidecar, token=config.token, body_limit=config.body_limit, generator=gen,
-                     models_configured=config.models_configured, max_new_tokens=config.max_new_tokens, ring=ring)
+                     models_configured=config.models_configured, max_new_tokens=config.max_new_tokens, ring=ring,
+                     auth=config.auth, limits=limits)
     return Runtime(config, sidecar, jobs, gen, app, warmed, ring)
+
+
+def remember_secrets(config: SidecarConfig) -> None:
+    """Make the token and the secrets in configured URLs unloggable (agent/redact.py)."""
+    redact.remember(config.token)
+    for url in (config.db, config.webhook_url, config.alertmanager_url):
+        redact.remember_url(url)
 
 
 def components(config: SidecarConfig, store: Store) -> tuple[Any, Any, Any]:
@@ -128,16 +144,13 @@ def serve(config: SidecarConfig, runtime: Runtime | None = None) -> int:
         log.warning("binding %s without a token: anyone who reaches this port can post records", config.host)
     if runtime.generator is not None:
         runtime.generator.load_in_background(lambda: models.load(config))
-    server = _Server(uvicorn.Config(runtime.app, host=config.host, port=config.port, lifespan="off",
-                                    access_log=False, log_level="info",
-                                    timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3))),
-                     watchdog=lambda: _watchdog(config.shutdown_seconds))
+    server = _Server(uvicorn_config(config, runtime.app), watchdog=lambda: _watchdog(config.shutdown_seconds))
     # uvicorn re-raises the signal it caught once it has stopped; these handlers make that (and a second
     # signal during the final flush) harmless, so the flush always completes.
     previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
     runtime.start()
     log.info("specwatch sidecar on %s: policy %s, db %s, %d domain(s) warm-started%s", config.url,
-             config.policy, config.db, len(runtime.warmed), f", step ring {config.ring!r}" if config.ring else "")
+             config.policy, redact.redact_url(config.db), len(runtime.warmed), f", step ring {config.ring!r}" if config.ring else "")
     try:
         server.run()
     finally:
@@ -148,6 +161,16 @@ def serve(config: SidecarConfig, runtime: Runtime | None = None) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0 if server.started or server.should_exit else 1
+
+
+def uvicorn_config(config: SidecarConfig, app: Any) -> uvicorn.Config:
+    """How uvicorn runs the app: the read timeout for slow clients (agent/http_timeouts.py), keep-alive
+    idle timeout, a connection cap (503 beyond), and log_config=None so uvicorn's records go through the
+    root logger's redacting handlers."""
+    return uvicorn.Config(app, host=config.host, port=config.port, lifespan="off", access_log=False,
+                          log_level="info", log_config=None, http=timed_h11(config.read_timeout),
+                          timeout_keep_alive=config.keepalive_seconds, limit_concurrency=config.max_connections,
+                          timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3)))
 
 
 class _Server(uvicorn.Server):

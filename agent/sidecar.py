@@ -93,13 +93,14 @@ class Sidecar:
         self.store.record(step)
         self._observe((step,))
 
-    def record_many(self, steps: Sequence[StepRecord]) -> int:
+    def record_many(self, steps: Sequence[StepRecord], block: bool = True) -> int:
         """Validate the whole batch (RecordError naming index and field; nothing kept), then feed every
-        branch of the data path. Returns the number of records taken."""
+        branch of the data path. Returns the number of records taken. ``block=False``: IngestFull rather
+        than wait while the ingest queue is full (nothing kept)."""
         steps = list(steps)
         if self.ingest is not None:
             self.store.validate_records(steps)
-            self.ingest.put(tuple(steps))  # one item: a batch validated already
+            self.ingest.put(tuple(steps), block=block)  # one item: a batch validated already
             return len(steps)
         self.store.write_records(steps)
         self._observe(steps)

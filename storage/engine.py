@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -12,6 +14,26 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from storage.errors import StoreError
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds a database operation may take, so a database that stops answering cannot hold a caller.
+
+    ``connect``: opening a connection (psycopg ``connect_timeout``, the whole handshake);
+    ``statement``: one statement (PostgreSQL ``statement_timeout``, and ``tcp_user_timeout`` for unacked
+    data on a dead network; SQLite ``busy_timeout``, the wait for the write lock);
+    ``pool``: waiting for a pooled connection when all are in use (SQLAlchemy ``pool_timeout``)."""
+
+    connect: float = 10.0
+    statement: float = 30.0
+    pool: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "statement", "pool"):
+            value = getattr(self, name)
+            if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"timeouts.{name}: must be a positive number of seconds, got {value!r}")
 
 
 class Database:
@@ -22,7 +44,7 @@ class Database:
         self.dialect = engine.dialect.name
 
     @classmethod
-    def open(cls, url: str, *, must_exist: bool = False) -> "Database":
+    def open(cls, url: str, *, must_exist: bool = False, timeouts: Timeouts | None = None) -> "Database":
         try:
             parsed = make_url(url)
         except ArgumentError as exc:
@@ -36,12 +58,16 @@ class Database:
                 raise StoreError(f"no database at {path} (write to it first, or run `specwatch db migrate`)")
         elif backend != "postgresql":
             raise StoreError(f"unsupported database {backend!r}: use sqlite:///FILE or postgresql://...")
+        timeouts = timeouts or Timeouts()
+        options: dict = {"pool_timeout": timeouts.pool}
+        if backend == "postgresql":
+            options.update(pool_pre_ping=True, connect_args=_pg_timeouts(parsed, timeouts))
         try:
-            engine = sa.create_engine(parsed, pool_pre_ping=backend == "postgresql")
+            engine = sa.create_engine(parsed, **options)
         except (NoSuchModuleError, ImportError) as exc:
             raise StoreError(f"cannot open {backend}: {exc}") from exc
         if backend == "sqlite":
-            _sqlite_setup(engine)
+            _sqlite_setup(engine, timeouts)
         return cls(engine)
 
     @contextmanager
@@ -97,13 +123,27 @@ def database_errors() -> Iterator[None]:
         raise StoreError(f"database error: {lines[0] if lines else type(cause).__name__}") from exc
 
 
-def _sqlite_setup(engine: sa.Engine) -> None:
+def _pg_timeouts(url: sa.URL, timeouts: Timeouts) -> dict:
+    """libpq connection parameters for ``timeouts``; values the URL sets itself win."""
+    ms = max(1, int(timeouts.statement * 1000))
+    args: dict = {"connect_timeout": max(1, math.ceil(timeouts.connect)), "tcp_user_timeout": ms}
+    args = {k: v for k, v in args.items() if k not in url.query}
+    options = url.query.get("options", "")
+    options = " ".join(options) if isinstance(options, tuple) else options
+    if "statement_timeout" not in options:  # e.g. a search_path set there stays
+        args["options"] = f"{options} -c statement_timeout={ms}".strip()
+    return args
+
+
+def _sqlite_setup(engine: sa.Engine, timeouts: Timeouts) -> None:
+    busy = f"busy_timeout={max(1, int(timeouts.statement * 1000))}"
+
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):
         # Let SQLAlchemy emit BEGIN itself (below) instead of the sqlite3 module's legacy behaviour.
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=10000", "foreign_keys=ON"):
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", busy, "foreign_keys=ON"):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 

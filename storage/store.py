@@ -23,7 +23,7 @@ from storage.aggregator import WindowAggregator
 from storage.cache import LRU
 from storage.config import StoreConfig
 from storage.counts import SeriesKey
-from storage.engine import Database, database_errors
+from storage.engine import Database, Timeouts, database_errors
 from storage.events import Decision, StoredAlert, Transition, VersionSeen
 from storage.flush import write_all
 from storage.pending import PendingWindows
@@ -59,14 +59,15 @@ class Store:
 
     @classmethod
     def open(cls, url: str, config: StoreConfig | None = None, *, migrate_schema: bool = True,
-             clock: Callable[[], float] = time.time, backfill: bool = False) -> "Store":
+             clock: Callable[[], float] = time.time, backfill: bool = False,
+             timeouts: Timeouts | None = None) -> "Store":
         """Open a database. With ``migrate_schema`` an empty or older schema is migrated up (the embedded
         default); without, anything but the current schema is refused. A newer schema always is.
 
         Records older than the moment of opening are counted in the next window, since a previous process
         of this pod may have stored theirs. ``backfill=True`` keeps their own windows: for importing
         history this pod name has not written (benchmarks, tests, replays)."""
-        db = Database.open(url, must_exist=not migrate_schema)
+        db = Database.open(url, must_exist=not migrate_schema, timeouts=timeouts)
         try:
             with database_errors():
                 migrate.upgrade(db) if migrate_schema else migrate.check(db)

@@ -9,7 +9,6 @@ from fastapi.testclient import TestClient
 
 from agent.api import create_app
 from agent.sidecar import Sidecar
-from alerts.metrics import Metrics
 from policies.registry import make
 from sidecar_fakes import T0, Clock, open_store, step
 from storage import StatsQuery
@@ -19,15 +18,6 @@ TOKEN = "s3cret-token-for-tests"
 
 def body(*records) -> dict:
     return {"records": [r.to_dict() for r in records]}
-
-
-@pytest.fixture
-def sidecar(tmp_path):
-    clock = Clock(T0 + 100)
-    store = open_store(tmp_path, clock)
-    s = Sidecar(store, make("heuristic+switch", seed=0), metrics=Metrics(), clock=clock)
-    yield s
-    store.db.dispose()
 
 
 @pytest.fixture
