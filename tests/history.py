@@ -19,6 +19,17 @@ def step(domain: str = "code", k: int = 4, accepted: int = 2, ts: float = T0, *,
                       expected_acceptance=None if expected is None else [expected] * k, timestamp=ts, pod=pod)
 
 
+def aggregate(domain: str = "code", k: int = 4, steps: int = 10, accepted: int = 20, ts: float = T0, *,
+              drafted: int | None = None, emitted: int | None = None, seconds: float | None = 0.1,
+              draft_s: float = 0.0, verify_s: float = 0.0, target: str = "t1", draft: str = "d1",
+              pod: str | None = None, pool: str | None = None) -> StepRecord:
+    """A per-request record folding ``steps`` steps (emitted: accepted + steps unless given)."""
+    return StepRecord(domain=domain, lookahead=k, accepted=accepted, steps=steps, drafted=drafted,
+                      emitted=accepted + steps if emitted is None else emitted, draft_seconds=draft_s,
+                      verify_seconds=verify_s, seconds=seconds, target_version=target, draft_version=draft,
+                      timestamp=ts, pod=pod, pool=pool)
+
+
 def random_steps(n: int, start: float, seconds: float, seed: int = 0,
                  domains: tuple[str, ...] = ("code", "chat", "prose")) -> list[StepRecord]:
     """``n`` steps spread over [start, start + seconds), mixed domains, K in {0, 2, 4}, two pods."""
