@@ -12,19 +12,20 @@ import pytest
 from agent.records import StepRecord
 from agent.sidecar import Sidecar
 from policies.registry import make
-from sidecar_fakes import T0, Clock, open_store
+from alerts.watch import DriftWatch
+from sidecar_fakes import T0, Clock, FakeAlerts, open_store
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "policies"))
 from synthetic_world import World  # noqa: E402 (tests/policies' world)
 
 STEPS = 16  # steps per request
 
 
-def request(world: World, domain: str, k: int, ts: float) -> StepRecord:
+def request(world: World, domain: str, k: int, ts: float, target: str = "t1") -> StepRecord:
     """One request of STEPS steps at lookahead k as an aggregate timed by ``seconds`` alone."""
     outcomes = [world.step(k) for _ in range(STEPS)]
     return StepRecord(domain=domain, lookahead=k, steps=STEPS, accepted=sum(o.accepted for o in outcomes),
                       emitted=sum(o.emitted for o in outcomes), draft_seconds=0.0, verify_seconds=0.0,
-                      seconds=sum(o.seconds for o in outcomes), target_version="t1", draft_version="d1",
+                      seconds=sum(o.seconds for o in outcomes), target_version=target, draft_version="d1",
                       timestamp=ts, pool=f"k{k}" if k else "off")
 
 
@@ -55,5 +56,23 @@ def test_a_sidecar_fed_only_aggregates_learns_the_better_k(tmp_path, policy):
         mean = sum(oracle(world, k) for k in late) / len(late)
         assert mean >= 0.9 * best, (domain, policy, {k: late.count(k) for k in range(5)})
     assert chosen["code"][-200:].count(0) < 20 and chosen["logs"][-200:].count(0) > 150  # the two arms
+    sidecar.flush(math.inf)
+    store.db.dispose()
+
+
+def test_stale_draft_fires_on_an_aggregate_stream_after_a_target_change(tmp_path):
+    clock, alerts = Clock(T0), FakeAlerts()
+    store = open_store(tmp_path, clock)
+    sidecar = Sidecar(store, make("fixed:4", kmax=4), watch=DriftWatch(), alerts=alerts, clock=clock)
+    world = World(accept=0.9, seed=4)
+    for i in range(150):
+        sidecar.record(request(world, "code", 4, T0 + i))
+    assert alerts.calls == []
+    world.accept = 0.4
+    for i in range(150, 160):
+        sidecar.record(request(world, "code", 4, T0 + i, target="t2"))
+        if alerts.calls:
+            break
+    assert alerts.calls == [("handle", "StaleDraft", "code")] and i <= 152  # within 3 requests of t2
     sidecar.flush(math.inf)
     store.db.dispose()
