@@ -57,7 +57,8 @@ class _OutcomeFields(NamedTuple):
 class Outcome(_OutcomeFields):
     """What one step, or an aggregate of ``steps`` steps of one request, cost and gave; built from a
     StepRecord (or anything with its attribute names). ``seconds`` is the step time (default draft_seconds
-    + verify_seconds; an engine that does not split them gives it alone), ``drafted`` the drafted tokens
+    + verify_seconds; from a record whose engine does not split them, its ``seconds``, the unsplit part
+    counted as verify time as storage keeps it, so draft + verify = seconds), ``drafted`` the drafted tokens
     (default lookahead * steps). Rewards are goodput, emitted / seconds, one observation per outcome
     whatever its size. An aggregate (``aggregate``) has no per-position fields. A named tuple: immutable
     like a frozen dataclass, and several times cheaper to build on the hot path."""
@@ -83,8 +84,11 @@ class Outcome(_OutcomeFields):
             return step
         mask, conf = getattr(step, "accepted_mask", None), getattr(step, "draft_confidence", None)
         seconds, drafted = getattr(step, "seconds", None), getattr(step, "drafted", None)
-        return cls(int(step.lookahead), int(step.accepted), int(step.emitted), float(step.draft_seconds),
-                   float(step.verify_seconds), tuple(mask) if mask is not None else None,
+        draft, verify = float(step.draft_seconds), float(step.verify_seconds)
+        if seconds is not None:  # time the engine did not split counts as verify time, as storage keeps it
+            verify = max(verify, float(seconds) - draft)
+        return cls(int(step.lookahead), int(step.accepted), int(step.emitted), draft, verify,
+                   tuple(mask) if mask is not None else None,
                    tuple(conf) if conf is not None else None, int(getattr(step, "steps", 1)),
                    None if seconds is None else float(seconds), None if drafted is None else int(drafted))
 

@@ -76,3 +76,35 @@ def test_stale_draft_fires_on_an_aggregate_stream_after_a_target_change(tmp_path
     assert alerts.calls == [("handle", "StaleDraft", "code")] and i <= 152  # within 3 requests of t2
     sidecar.flush(math.inf)
     store.db.dispose()
+
+
+def test_the_policy_gets_the_steps_drafted_tokens_and_time_of_an_aggregate(tmp_path):
+    from policies.base import Decision, Outcome, Policy
+
+    class Spy(Policy):
+        def __init__(self):
+            super().__init__(kmax=4)
+            self.outcomes: list[Outcome] = []
+
+        def choose(self, domain: str) -> Decision:
+            return self.decision(4, "spy")
+
+        def update(self, domain: str, outcome: Outcome) -> "Spy":
+            self.outcomes.append(outcome)
+            return self
+
+    clock, spy = Clock(T0), Spy()
+    store = open_store(tmp_path, clock)
+    sidecar = Sidecar(store, spy, clock=clock)
+    timed = StepRecord(domain="code", lookahead=4, steps=10, drafted=36, accepted=24, emitted=33,
+                       draft_seconds=0.1, verify_seconds=0.2, seconds=0.5, target_version="t1",
+                       draft_version="d1", timestamp=T0)
+    sidecar.record(timed)
+    sidecar.record(StepRecord(domain="code", lookahead=4, steps=10, accepted=24, emitted=33, draft_seconds=0.0,
+                              verify_seconds=0.0, seconds=0.0, target_version="t1", draft_version="d1",
+                              timestamp=T0))  # untimed: left out
+    (o,) = spy.outcomes
+    assert (o.steps, o.drafted, o.seconds, o.draft_seconds, o.verify_seconds) == (10, 36, 0.5, 0.1, 0.4)
+    assert o == Outcome.of(timed)  # the hot path builds what Outcome.of would
+    sidecar.flush(math.inf)
+    store.db.dispose()

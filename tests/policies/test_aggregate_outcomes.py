@@ -28,6 +28,8 @@ def fold(outcomes: list[Outcome], split: bool = False) -> Outcome:
 def test_outcome_of_either_record():
     o = Outcome.of(AGG)
     assert (o.steps, o.seconds, o.drafted, o.accepted_mask, o.aggregate) == (10, 0.5, 36, None, True)
+    # time the engine did not split is verify time (as stored), so policies summing draft + verify agree
+    assert (o.draft_seconds, o.verify_seconds) == (0.0, 0.5)
     per_step = StepRecord(domain="code", lookahead=3, accepted=1, emitted=2, draft_seconds=0.01,
                           verify_seconds=0.02, target_version="t1", draft_version="d1", accepted_mask=[1, 0, 0])
     o = Outcome.of(per_step)
