@@ -19,7 +19,6 @@ It is also the JSON body of ``POST /v1/steps``.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -36,6 +35,11 @@ class RecordError(ValueError):
 
     def at(self, index: int) -> "RecordError":
         return RecordError(self.field, self.message, index)
+
+
+# Bounds no store setting widens: a step's time below an hour, a timestamp an 8-byte integer always holds.
+MAX_STEP_SECONDS = 3600.0  # draft_seconds, verify_seconds: 0 <= x < MAX_STEP_SECONDS
+MAX_TIMESTAMP = 10_000_000_000.0  # unix seconds (year 2286); a store narrows it to its clock's skew
 
 
 @dataclass(slots=True, kw_only=True)
@@ -93,13 +97,16 @@ class StepRecord:
         record.validate()
         return record
 
-    def validate(self, max_lookahead: int | None = None, max_domain_length: int = 64) -> "StepRecord":
-        """Check the record is self-consistent; raise RecordError naming the first bad field."""
-        if _plainly_valid(self, max_lookahead, max_domain_length):  # the hot path's common case
+    def validate(self, max_lookahead: int | None = None, max_domain_length: int = 64,
+                 earliest: float = 0.0, latest: float = MAX_TIMESTAMP) -> "StepRecord":
+        """Check the record is self-consistent and inside the bounds; raise RecordError naming the first
+        bad field. ``earliest`` / ``latest``: the timestamps a store accepts (its clock's skew window)."""
+        if _plainly_valid(self, max_lookahead, max_domain_length, earliest, latest):  # the common case
             return self
-        return self._check(max_lookahead, max_domain_length)
+        return self._check(max_lookahead, max_domain_length, earliest, latest)
 
-    def _check(self, max_lookahead: int | None, max_domain_length: int) -> "StepRecord":
+    def _check(self, max_lookahead: int | None, max_domain_length: int, earliest: float,
+               latest: float) -> "StepRecord":
         """Field by field, in the order errors are reported."""
         _check_text("domain", self.domain, max_domain_length)
         _check_text("target_version", self.target_version, 128)
@@ -122,7 +129,7 @@ class StepRecord:
         if self.pool is not None:
             _check_text("pool", self.pool, 64)
         if self.timestamp is not None:
-            _check_seconds("timestamp", self.timestamp)
+            _check_number("timestamp", self.timestamp, max(0.0, earliest), min(latest, MAX_TIMESTAMP))
         for name in ("pod", "request_id"):
             value = getattr(self, name)
             if value is not None:
@@ -175,11 +182,11 @@ def is_aggregate(record: StepRecord) -> bool:
 
 _INT = frozenset((int,))
 _NUMBER = frozenset((int, float))  # not bool: type(True) is bool
-_MAX = sys.float_info.max  # x <= _MAX also rules out NaN, inf and ints too large for a float
 _MASKS: dict[tuple[int, int], list[int]] = {}  # (lookahead, accepted) -> the only valid accepted_mask
 
 
-def _plainly_valid(r: StepRecord, max_lookahead: int | None, max_domain_length: int) -> bool:
+def _plainly_valid(r: StepRecord, max_lookahead: int | None, max_domain_length: int, earliest: float,
+                   latest: float) -> bool:
     """True when every check of ``validate`` passes, tested in one pass of plain comparisons and C-level
     calls, with no message built. False sends the record to the field-by-field checks (which may still
     pass it, e.g. a str subclass): this only ever accepts what they accept. Records using the aggregate
@@ -197,8 +204,9 @@ def _plainly_valid(r: StepRecord, max_lookahead: int | None, max_domain_length: 
             and v.isprintable()):
         return False
     ds, vs, ts = r.draft_seconds, r.verify_seconds, r.timestamp
-    if not (type(ds) in _NUMBER and type(vs) in _NUMBER and 0 <= ds <= _MAX and 0 <= vs <= _MAX
-            and (ts is None or type(ts) in _NUMBER and 0 <= ts <= _MAX)):
+    if not (type(ds) in _NUMBER and type(vs) in _NUMBER and 0 <= ds < MAX_STEP_SECONDS
+            and 0 <= vs < MAX_STEP_SECONDS and (ts is None or type(ts) in _NUMBER and 0 <= earliest <= ts
+                                                 <= latest <= MAX_TIMESTAMP)):
         return False
     for text in (r.pod, r.request_id):
         if text is not None and not (type(text) is str and 0 < len(text) <= 128 and text.isprintable()):
@@ -245,8 +253,13 @@ def _check_int(name: str, value: Any, low: int, high: int | None) -> None:
 
 
 def _check_seconds(name: str, value: Any) -> None:
-    if not _is_number(value) or value < 0:
-        raise RecordError(name, "must be a finite non-negative number")
+    if not _is_number(value) or not 0 <= value < MAX_STEP_SECONDS:
+        raise RecordError(name, f"must be a finite non-negative number below {MAX_STEP_SECONDS:.0f} (seconds)")
+
+
+def _check_number(name: str, value: Any, low: float, high: float) -> None:
+    if not _is_number(value) or not low <= value <= high:
+        raise RecordError(name, f"must be a finite number in [{low:.0f}, {high:.0f}], got {value!r}")
 
 
 def _check_list(name: str, value: Any, length: int) -> None:
@@ -268,5 +281,5 @@ def validate_batch(records: list[StepRecord], **limits: Any) -> list[StepRecord]
     return records
 
 
-__all__ = ["StepRecord", "RecordError", "validate_batch", "REQUIRED", "drafted_of", "step_seconds",
-           "is_aggregate"]
+__all__ = ["StepRecord", "RecordError", "validate_batch", "REQUIRED", "MAX_STEP_SECONDS", "MAX_TIMESTAMP",
+           "drafted_of", "step_seconds", "is_aggregate"]

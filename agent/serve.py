@@ -64,7 +64,7 @@ def build(config: SidecarConfig) -> Runtime:
     """Open the store, make the policy and the optional parts, warm-start, make the app (not started)."""
     if config.models_configured:
         models.check(config)
-    store = Store.open(config.db, StoreConfig(kmax=max(16, config.kmax), pod=config.pod))
+    store = Store.open(config.db, StoreConfig(kmax=config.kmax, pod=config.pod))
     try:
         watch, alerts, metrics = components(config, store)
         sidecar = Sidecar(store, make(config.policy, config.kmax, config.seed), watch=watch, alerts=alerts,

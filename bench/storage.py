@@ -90,7 +90,7 @@ def bench_hot_path(records: list[StepRecord]) -> float:
 
 def build_history(url: str, days: int, domains: list[str], end: float) -> dict:
     """Minute-resolution history ending at ``end``; returns timings and row counts."""
-    store = Store.open(url, StoreConfig(pod="bench-pod"), backfill=True)
+    store = Store.open(url, StoreConfig(pod="bench-pod", max_past_seconds=(days + 1) * DAY), backfill=True)
     rng = random.Random(2)
     policy_k = {d: rng.choice((2, 4, 6)) for d in domains}
     base_rate = {d: rng.uniform(0.45, 0.85) for d in domains}

@@ -17,6 +17,13 @@ class StoreConfig:
       the oldest window still open to them, so a re-flush never replaces stored totals with partial ones.
     - ``retain_*``: how long each tier is kept (a lower tier only once the tier above covers it).
     - ``pod``: the pod name given to records that carry none.
+    - ``max_past_seconds`` / ``max_future_seconds``: a record's timestamp must lie within this skew of the
+      store's clock (7 days back, 5 minutes ahead); anything else is refused naming the field.
+    - ``dead_letter``: JSON-lines file for window rows the database refuses; None: next to a SQLite file,
+      else ``dead-letter.jsonl`` under SPECWATCH_HOME.
+    - ``max_series_cached``: series ids kept in memory (least recently used dropped; a miss asks the
+      database). ``max_windows_kept``: written window totals kept for late records (oldest dropped first;
+      late records for a dropped window are counted in a later one, like records past ``late_seconds``).
     """
 
     kmax: int = 16
@@ -27,6 +34,11 @@ class StoreConfig:
     retain_minutes: int = 30 * DAY
     retain_hours: int = 400 * DAY
     pod: str = "local"
+    max_past_seconds: int = 7 * DAY
+    max_future_seconds: int = 300
+    dead_letter: str | None = None
+    max_series_cached: int = 50_000
+    max_windows_kept: int = 100_000
 
     def __post_init__(self) -> None:
         if type(self.kmax) is not int or not 1 <= self.kmax <= 256:
@@ -46,5 +58,11 @@ class StoreConfig:
         if not self.retain_windows <= self.retain_minutes <= self.retain_hours:
             raise ValueError("retention must grow with the tier: windows <= minutes <= hours, got "
                              f"{self.retain_windows} / {self.retain_minutes} / {self.retain_hours} s")
+        for name in ("max_past_seconds", "max_future_seconds", "max_series_cached", "max_windows_kept"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.dead_letter is not None and (not isinstance(self.dead_letter, str) or not self.dead_letter):
+            raise ValueError(f"dead_letter must be a file path or None, got {self.dead_letter!r}")
         if not isinstance(self.pod, str) or not self.pod or len(self.pod) > 128 or not self.pod.isprintable():
             raise ValueError(f"pod must be printable text of 1..128 characters, got {self.pod!r}")

@@ -1,7 +1,8 @@
 """Closed windows between the aggregator and the database, kept as running totals.
 
-A window stays here for ``late_seconds`` after it closes. Records that arrive late for it are merged in,
-and the whole total is written again: the store replaces stored totals, never adds to them, so writing a
+Open windows come here on every flush too, so the database holds their totals so far within a flush
+interval (bounded loss on a crash). A window stays here for ``late_seconds`` after it closes. Records
+that arrive late for it are merged in, and the whole total is written again: the store replaces stored totals, never adds to them, so writing a
 window twice (a retry, or a late record) stores the same or a larger total and never double counts.
 """
 
@@ -33,6 +34,27 @@ class PendingWindows:
 
     def mark_written(self, entries: list[Entry]) -> None:
         self._unwritten.difference_update(entries)
+
+    def forget(self, entries: list[Entry]) -> None:
+        """Drop entries entirely (rows the database refused: their totals are not to be added to)."""
+        for entry in entries:
+            self._totals.pop(entry, None)
+            self._unwritten.discard(entry)
+
+    def evict_over(self, keep: int) -> int | None:
+        """Forget the oldest written entries beyond ``keep``; return the start of the newest window that lost
+        an entry (records for it or older must count later, or they would replace its stored total)."""
+        extra = len(self._totals) - keep
+        if extra <= 0:
+            return None
+        gone = sorted(e for e in self._totals if e not in self._unwritten)[:extra]
+        for entry in gone:
+            del self._totals[entry]
+        return gone[-1][0] if gone else None
+
+    @property
+    def unwritten_count(self) -> int:
+        return len(self._unwritten)
 
     def evict_before(self, start: int) -> None:
         """Forget written windows that started before ``start``; unwritten ones stay until written."""

@@ -24,7 +24,8 @@ TOTALS = tuple(Totals.__dataclass_fields__)
 
 @dataclass(frozen=True)
 class StatsQuery:
-    """Rows with bucket start in [since, until) (unix seconds; None: all history / now), grouped by
+    """Rows with bucket start in [since, until) (unix seconds; None: all history / everything stored up to
+    now and any rows stamped ahead of it), grouped by
     ``by``. ``tier`` forces one tier (tests, debugging) instead of the planner's choice."""
 
     since: float | None = None
@@ -61,7 +62,7 @@ def stats(conn: sa.Connection, query: StatsQuery, chain: tuple[Tier, ...], now: 
     if query.tier is not None and query.tier not in tiers:
         raise StoreError(f"unknown tier {query.tier!r}; choose from {', '.join(tiers)}")
     state = load_state(conn, chain)
-    until = int(math.ceil(query.until if query.until is not None else now))
+    until = int(math.ceil(query.until)) if query.until is not None else stored_until(conn, chain, now)
     if query.since is not None:
         since = int(math.floor(query.since))
     else:  # all history: from the oldest row still complete in some tier (or nothing at all)
@@ -83,6 +84,13 @@ def stats(conn: sa.Connection, query: StatsQuery, chain: tuple[Tier, ...], now: 
             _accumulate(groups, row, len(query.by), positions)
     rows = _position_rows(groups, query.by) if positions else _rows(groups, query.by)
     return StatsResult(query.by, rows, the_plan)
+
+
+def stored_until(conn: sa.Connection, chain: tuple[Tier, ...], now: float) -> int:
+    """The end of "now" for a query: now, or later when rows are stamped ahead of the clock (records within
+    the allowed skew, and those a restarted process counts in the first window after its start)."""
+    latest = conn.execute(sa.select(sa.func.max(chain[0].table.c.bucket_start))).scalar()
+    return max(int(math.ceil(now)), 0 if latest is None else int(latest) + chain[0].seconds)
 
 
 def _views(conn, usable: list[Tier], state, since: int, until: int) -> list[TierView]:

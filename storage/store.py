@@ -1,8 +1,10 @@
 """The Store facade: what the rest of specwatch calls. SQL stays behind it.
 
 The hot path (``record`` / ``write_records``) validates and adds to in-memory window sums; it never
-touches the database. ``flush`` writes closed windows in one transaction; ``rollup`` and ``prune`` are
-scheduler jobs. All of them may run on other threads than the one recording.
+touches the database. ``flush`` writes the totals so far of every window that changed, open ones too, so
+the database is at most a flush interval behind (storage/flush.py: rows the database refuses go to a
+dead-letter file, an unreachable database keeps them in memory). ``rollup`` and ``prune`` are scheduler
+jobs. All of them may run on other threads than the one recording. docs/durability.md states the promises.
 """
 
 from __future__ import annotations
@@ -11,22 +13,27 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import sqlalchemy as sa
 
 from agent.records import StepRecord, validate_batch
-from storage import events, migrate
+from storage import events, migrate, schema
 from storage.aggregator import WindowAggregator
+from storage.cache import LRU
 from storage.config import StoreConfig
 from storage.counts import SeriesKey
 from storage.engine import Database, database_errors
 from storage.events import Decision, StoredAlert, Transition, VersionSeen
+from storage.flush import write_all
 from storage.pending import PendingWindows
-from storage.query import StatsQuery, StatsResult, stats
+from storage.query import StatsQuery, StatsResult, stats, stored_until
 from storage.retention import prune
-from storage.sql import ceil_to
+from storage.sql import ceil_to, floor_to
 from storage.rollup import rollup
 from storage.tiers import tiers
 from storage.timeline import History, Point, grain, off_periods, target_changes
-from storage.writer import note_versions, write_windows
+from storage.writer import note_versions
 
 
 class Store:
@@ -40,13 +47,15 @@ class Store:
         self._clock = clock
         self._aggregator = WindowAggregator(config.window_seconds, config.pod, clock)
         self._pending = PendingWindows()
-        self._series_ids: dict[SeriesKey, int] = {}
+        self._series_ids: LRU[SeriesKey, int] = LRU(config.max_series_cached)
         self._flush_lock = threading.Lock()
-        self._decisions: dict[tuple[str, str], Decision | None] = {}
+        self._decisions: LRU[tuple[str, str], Decision | None] = LRU(config.max_series_cached)
+        self.dead_lettered = 0  # window rows the database refused, appended to ``dead_letter_path``
         if not backfill:
-            # An earlier process with this pod name may have written the current window; a flush
-            # replaces totals, so this process starts counting at the next window.
-            self._aggregator.hold_from(ceil_to(clock(), config.window_seconds))
+            # An earlier process with this pod name may have written the current window (and later ones,
+            # for records stamped ahead of the clock); a flush replaces totals, so this process starts
+            # counting after the last window it finds.
+            self._aggregator.hold_from(max(ceil_to(clock(), config.window_seconds), self._resume_after()))
 
     @classmethod
     def open(cls, url: str, config: StoreConfig | None = None, *, migrate_schema: bool = True,
@@ -93,16 +102,37 @@ class Store:
 
     def validate(self, record: StepRecord) -> None:
         """RecordError naming the field if ``record`` breaks this store's limits; nothing is counted."""
-        record.validate(self.config.kmax, self.config.max_domain_length)
+        now = self._clock()
+        record.validate(self.config.kmax, self.config.max_domain_length, now - self.config.max_past_seconds,
+                        now + self.config.max_future_seconds)
 
     def validate_records(self, records: Sequence[StepRecord]) -> None:
         """RecordError naming index and field if any record of the batch is bad; nothing is counted."""
-        validate_batch(records, max_lookahead=self.config.kmax,
-                       max_domain_length=self.config.max_domain_length)
+        now = self._clock()
+        validate_batch(records, max_lookahead=self.config.kmax, max_domain_length=self.config.max_domain_length,
+                       earliest=now - self.config.max_past_seconds, latest=now + self.config.max_future_seconds)
 
     def count_validated(self, records: Sequence[StepRecord]) -> None:
         """Count records that ``validate`` / ``validate_records`` passed already (no second check)."""
         self._aggregator.add_many(records)
+
+    @property
+    def unwritten(self) -> int:
+        """Window rows held in memory that the database does not have yet (all of them while it is away)."""
+        return self._pending.unwritten_count + self._aggregator.open_windows()
+
+    @property
+    def dead_letter_path(self) -> Path:
+        """Where rows the database refuses are appended: the configured path, else beside a SQLite file,
+        else under SPECWATCH_HOME."""
+        if self.config.dead_letter:
+            return Path(self.config.dead_letter)
+        database = self.db.engine.url.database
+        if self.db.dialect == "sqlite" and database and database != ":memory:":
+            return Path(f"{database}.dead-letter.jsonl")
+        from agent import settings  # SPECWATCH_* are read in one place
+
+        return settings.home() / "dead-letter.jsonl"
 
     @property
     def late_records(self) -> int:
@@ -111,24 +141,29 @@ class Store:
 
     # -- scheduler jobs ------------------------------------------------------------------------------
     def flush(self, now: float | None = None) -> int:
-        """Write windows closed by ``now`` (and late additions to recent ones); return windows written."""
+        """Write the totals so far of every window that changed since the last flush, open windows too
+        (their rows are replaced as they grow); return window rows written. Rows the database refuses are
+        dead-lettered; if it cannot be reached, the rows stay for the next flush and the error is raised.
+        ``now`` = inf (shutdown) keeps no window open to late records."""
         now = self._now(now)
         with self._flush_lock:
-            if math.isinf(now):
-                floor, closed = None, self._aggregator.take_all()
-            else:
-                # Hold first: a record arriving from here on for an older window is counted at `floor`.
-                floor = self._aggregator.hold_from(int(now) - self.config.late_seconds)
-                closed = self._aggregator.take_closed(now)
-            self._pending.merge(closed)
+            # Hold first: a record arriving from here on for an older window is counted at `floor`.
+            floor = None if math.isinf(now) else self._aggregator.hold_from(int(now) - self.config.late_seconds)
+            self._pending.merge(self._aggregator.take_all())
             entries = self._pending.unwritten()
             if entries:
-                with self.db.write() as conn:
-                    ids = write_windows(conn, entries, self.config.window_seconds, self._series_ids)
-                self._series_ids.update(ids)  # only after commit: a rolled-back id may be reused
-                self._pending.mark_written([(start, key) for start, key, _ in entries])
+                outcome = write_all(self.db, entries, self.config.window_seconds, self._series_ids,
+                                    self._series_ids.update, self.dead_letter_path)
+                self._pending.mark_written([(start, key) for start, key, _ in outcome.written])
+                self._pending.forget([(start, key) for start, key, _ in outcome.dead])
+                self.dead_lettered += len(outcome.dead)
+                if outcome.error is not None:
+                    raise outcome.error
             if floor is not None:
                 self._pending.evict_before(floor)
+            dropped = self._pending.evict_over(self.config.max_windows_kept)
+            if dropped is not None:  # its total is gone from memory: later records must not replace it
+                self._aggregator.hold_from(dropped + self.config.window_seconds)
             return len(entries)
 
     def rollup(self, now: float | None = None) -> dict[str, int]:
@@ -167,11 +202,11 @@ class Store:
         key = (decision.pod, domain)
         with self.db.write() as conn:
             if key not in self._decisions:
-                self._decisions[key] = events.last_decision(conn, *key)
-            if decision.same_choice(self._decisions[key]):
+                self._decisions.put(key, events.last_decision(conn, *key))
+            if decision.same_choice(self._decisions.get(key)):
                 return False
             events.add_decision(conn, decision)
-        self._decisions[key] = decision
+        self._decisions.put(key, decision)
         return True
 
     def save_alert(self, alert: StoredAlert, now: float | None = None) -> None:
@@ -200,8 +235,8 @@ class Store:
     def history(self, since: float | None = None, until: float | None = None,
                 domain: str | None = None) -> History:
         """Acceptance per domain over time with speculation-off periods, alerts and target versions."""
-        until = self._now(until)
         with self.db.read() as conn:
+            until = stored_until(conn, self.tiers, self._clock()) if until is None else until
             if since is None:
                 first = stats(conn, StatsQuery(until=until, by=("day",), domain=domain), self.tiers, until)
                 since = first.rows[0]["day"] if first.rows else until - 86400
@@ -217,6 +252,15 @@ class Store:
                 Point(row[step], row["acceptance_rate"], row["steps"]))
         return History(int(since), int(until), {"minute": 60, "hour": 3600, "day": 86400}[step], acceptance,
                        off_periods(changes, since, until), alerts, target_changes(targets, since, until))
+
+    def _resume_after(self) -> int:
+        """The end of the latest window this pod stored at or after now (0 if none)."""
+        now = floor_to(self._clock(), self.config.window_seconds)
+        w, s = schema.windows.c, schema.series.c
+        with self.db.read() as conn:
+            last = conn.execute(sa.select(sa.func.max(w.bucket_start)).where(
+                w.bucket_start >= now, w.series_id.in_(sa.select(s.id).where(s.pod == self.config.pod)))).scalar()
+        return 0 if last is None else int(last) + self.config.window_seconds
 
     def _now(self, now: float | None) -> float:
         return self._clock() if now is None else now

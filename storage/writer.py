@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 
 from storage import schema
+from storage.cache import LRU
 from storage.counts import SeriesKey, WindowCounts, position_counts
 from storage.sql import floor_to, insert_missing, upsert
 
 WindowEntry = tuple[int, SeriesKey, WindowCounts]
+Known = Mapping[SeriesKey, int] | LRU[SeriesKey, int]  # anything with .get
 SERIES_COLUMNS = ("pod", "domain", "target_version", "draft_version", "lookahead")
 
 
-def resolve_series(conn: sa.Connection, keys: set[SeriesKey], known: dict[SeriesKey, int]) -> dict[SeriesKey, int]:
+def resolve_series(conn: sa.Connection, keys: set[SeriesKey], known: Known) -> dict[SeriesKey, int]:
     """Ids of ``keys``, creating missing series. ``known`` is a cache the caller updates after commit."""
-    ids = {k: known[k] for k in keys if k in known}
+    ids = {k: i for k, i in ((k, known.get(k)) for k in keys) if i is not None}
     missing = sorted(keys - ids.keys())
     if missing:
         insert_missing(conn, schema.series, [dict(zip(SERIES_COLUMNS, k)) for k in missing],
@@ -31,7 +33,7 @@ def resolve_series(conn: sa.Connection, keys: set[SeriesKey], known: dict[Series
 
 
 def write_windows(conn: sa.Connection, entries: Sequence[WindowEntry], window_seconds: int,
-                  known: dict[SeriesKey, int]) -> dict[SeriesKey, int]:
+                  known: Known) -> dict[SeriesKey, int]:
     """Upsert window rows, their per-position rows, the dirty marks of their minutes and the model
     versions they show. Returns the series ids used (for the caller's cache)."""
     ids = resolve_series(conn, {key for _, key, _ in entries}, known)

@@ -51,6 +51,26 @@ def test_batch_error_carries_the_index():
         validate_batch([StepRecord(**GOOD)], max_lookahead=2)
 
 
+@pytest.mark.parametrize("change,field,message", [
+    ({"draft_seconds": 3600.0}, "draft_seconds", "3600"), ({"verify_seconds": 1e308}, "verify_seconds", ""),
+    ({"timestamp": 1e12}, "timestamp", "got 1000000000000.0"), ({"timestamp": 1e300}, "timestamp", ""),
+    ({"timestamp": float("inf")}, "timestamp", ""),
+])
+def test_every_number_is_bounded(change, field, message):
+    with pytest.raises(RecordError, match=f"{field}: .*{message}"):
+        StepRecord.from_dict({**GOOD, **change})
+    StepRecord.from_dict({**GOOD, "draft_seconds": 3599.99, "timestamp": 9.9e9})  # just inside
+
+
+def test_timestamps_outside_the_store_skew_are_named_with_the_index():
+    ok, late = StepRecord(**GOOD), StepRecord(**{**GOOD, "timestamp": 1.7e9 + 301})
+    validate_batch([ok, ok], earliest=1.7e9 - 7 * 86400, latest=1.7e9 + 300)
+    with pytest.raises(RecordError, match=r"record 1: timestamp: .* in \[1699395200, 1700000300\]"):
+        validate_batch([ok, late], earliest=1.7e9 - 7 * 86400, latest=1.7e9 + 300)
+    with pytest.raises(RecordError, match="record 0: timestamp"):
+        validate_batch([StepRecord(**{**GOOD, "timestamp": 1.7e9 - 7 * 86400 - 1})], earliest=1.7e9 - 7 * 86400)
+
+
 def test_emitted_is_at_most_accepted_plus_the_bonus_token():
     StepRecord.from_dict({**GOOD, "emitted": 1})  # stopped early: fewer is fine
     with pytest.raises(RecordError, match="emitted: must be 1..2, got 3"):
@@ -90,10 +110,15 @@ def test_the_fast_path_accepts_only_what_the_field_checks_accept():
          "draft_confidence": []},
         {"accepted_mask": None, "expected_acceptance": None, "draft_confidence": None, "timestamp": None,
          "pod": None},
+        # the bounds: seconds below an hour, timestamps inside the skew window (1.7e9 - 100 .. 1.7e9 + 5)
+        {"draft_seconds": 3600.0}, {"verify_seconds": 3599.999}, {"verify_seconds": 3600}, {"timestamp": 1e12},
+        {"timestamp": 1e300}, {"timestamp": 0}, {"timestamp": 1.7e9 - 100}, {"timestamp": 1.7e9 - 100.001},
+        {"timestamp": 1.7e9 + 5}, {"timestamp": 1.7e9 + 5.001}, {"timestamp": 10**400},
     ]
     slow_only = []
+    window = (1.7e9 - 100, 1.7e9 + 5)
     for change in mutations:
-        for limits in ((None, 64), (2, 64), (8, 4)):
+        for limits in ((None, 64, 0.0, 1e10), (2, 64, 0.0, 1e10), (8, 4, 0.0, 1e10), (8, 64, *window)):
             record = StepRecord(**{**GOOD, **change})
             try:
                 record._check(*limits)
@@ -105,4 +130,4 @@ def test_the_fast_path_accepts_only_what_the_field_checks_accept():
             elif ok:
                 slow_only.append(change)
     # Every other valid record above takes the fast path.
-    assert slow_only == [{"domain": Text("code")}] * 2
+    assert slow_only == [{"domain": Text("code")}] * 3

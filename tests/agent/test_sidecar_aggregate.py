@@ -46,6 +46,7 @@ def test_a_sidecar_fed_only_aggregates_learns_the_better_k(tmp_path, policy):
     sidecar = Sidecar(store, make(policy, kmax=4, seed=3), clock=clock)
     chosen: dict[str, list[int]] = {d: [] for d in WORLDS}
     for i in range(600):
+        clock.now = T0 + i  # records stamped now: the store refuses timestamps far ahead of its clock
         for domain, world in WORLDS.items():
             k = sidecar.decide(domain).lookahead
             chosen[domain].append(k)
@@ -66,10 +67,12 @@ def test_stale_draft_fires_on_an_aggregate_stream_after_a_target_change(tmp_path
     sidecar = Sidecar(store, make("fixed:4", kmax=4), watch=DriftWatch(), alerts=alerts, clock=clock)
     world = World(accept=0.9, seed=4)
     for i in range(150):
+        clock.now = T0 + i
         sidecar.record(request(world, "code", 4, T0 + i))
     assert alerts.calls == []
     world.accept = 0.4
     for i in range(150, 160):
+        clock.now = T0 + i
         sidecar.record(request(world, "code", 4, T0 + i, target="t2"))
         if alerts.calls:
             break

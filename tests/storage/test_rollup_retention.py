@@ -53,7 +53,8 @@ def test_rollup_waits_for_the_bucket_to_end(history):
 
 def test_late_data_is_rolled_up_again(history, db_url, clock):
     history.rollup(T0 + 3 * H)
-    other = Store.open(db_url, StoreConfig(pod="pod-late"), clock=clock, backfill=True)  # another pod, flushing late
+    other = Store.open(db_url, StoreConfig(pod="pod-late", max_past_seconds=400 * 86400), clock=clock,
+                       backfill=True)  # another pod, flushing late
     other.write_records([step("code", 4, 3, T0 + 30 * 60)])
     other.close()
     direct = rows(history, tier="window")
@@ -68,7 +69,8 @@ def test_retention_never_deletes_uncovered_rows(history, db_url, clock):
     history.prune(far)  # nothing rolled up yet: nothing is covered, nothing goes
     same(rows(history, by=("domain",), tier="window"), before)
     history.rollup(T0 + 3 * H)
-    other = Store.open(db_url, StoreConfig(pod="pod-late"), clock=clock, backfill=True)
+    other = Store.open(db_url, StoreConfig(pod="pod-late", max_past_seconds=400 * 86400), clock=clock,
+                       backfill=True)
     other.write_records([step("chat", 2, 2, T0 + 2 * H + 600)])  # un-covers minute 2h10m and its hour
     other.close()
     expected = rows(history, by=("domain",), tier="window")
