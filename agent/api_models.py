@@ -16,7 +16,8 @@ Strict = ConfigDict(strict=True, extra="forbid")
 
 
 class StepRecordIn(BaseModel):
-    """One speculative step (see agent/records.py for the terms)."""
+    """One speculative step, or an aggregate of ``steps`` steps of one request (see agent/records.py for the
+    terms). Old clients send no aggregate field: their record is the case steps = 1."""
 
     model_config = ConfigDict(strict=True, extra="forbid", json_schema_extra={"example": {
         "domain": "code", "lookahead": 4, "accepted": 2, "emitted": 3, "draft_seconds": 0.004,
@@ -37,6 +38,17 @@ class StepRecordIn(BaseModel):
     timestamp: float | None = Field(None, description="Unix seconds (UTC); default: time of arrival.")
     pod: str | None = None
     request_id: str | None = None
+    steps: int = Field(1, description="Verification passes folded into this record (an aggregate when > 1); "
+                                      "accepted, emitted and drafted are then sums over them, emitted is "
+                                      "steps..accepted + steps, and the per-position lists must be absent.")
+    drafted: int | None = Field(None, description="Drafted tokens in total, 0..lookahead * steps; default "
+                                                  "lookahead * steps. accepted <= drafted.")
+    seconds: float | None = Field(None, description="Wall seconds the steps took when the engine does not "
+                                                    "split draft from verify time (those may then be 0); "
+                                                    ">= draft_seconds + verify_seconds. The record's step "
+                                                    "time is this, else draft_seconds + verify_seconds.")
+    pool: str | None = Field(None, description="The proxy pool that served the request (printable, "
+                                               "<= 64 characters).")
 
     def to_record(self) -> StepRecord:
         return StepRecord(**{name: getattr(self, name) for name in _RECORD_FIELDS})

@@ -6,6 +6,12 @@ Terms, defined once:
 - accepted: how many of the K drafted tokens the target kept (a prefix of the draft).
 - bonus token: the token the target adds after its verification pass (the replacement on a rejection,
   or one more token when all K were accepted); so emitted = accepted + 1.
+- aggregate: one record folding ``steps`` verification passes of one request, as engines report per request
+  (llama.cpp ``timings.draft_n`` / ``draft_n_accepted``): ``drafted``, ``accepted`` and ``emitted`` are
+  sums over the steps, ``lookahead`` the K the engine drafted with, ``seconds`` their wall time when the
+  engine does not split draft from verify time. A per-step record is the case steps = 1 (and ``drafted``
+  defaults to lookahead * steps). Only a per-step record knows its positions: an aggregate carries no
+  per-token lists and yields no per-position statistics (see ``is_aggregate``).
 
 It is also the JSON body of ``POST /v1/steps``.
 """
@@ -38,7 +44,8 @@ MAX_TIMESTAMP = 10_000_000_000.0  # unix seconds (year 2286); a store narrows it
 
 @dataclass(slots=True, kw_only=True)
 class StepRecord:
-    """One speculative step. Per-token lists count drafted positions 1..lookahead."""
+    """One speculative step, or an aggregate of ``steps`` of them (module docstring). Per-token lists count
+    drafted positions 1..lookahead."""
 
     domain: str
     lookahead: int
@@ -59,9 +66,20 @@ class StepRecord:
     timestamp: float | None = None
     pod: str | None = None
     request_id: str | None = None
+    # Aggregates (module docstring): verification passes folded into this record, drafted tokens in total
+    # (None: lookahead * steps), wall seconds of the steps when draft and verify time are not split (then
+    # draft_seconds and verify_seconds may be 0), and the proxy pool that served the request.
+    steps: int = 1
+    drafted: int | None = None
+    seconds: float | None = None
+    pool: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """JSON-ready fields; absent optional fields and steps = 1 are left out (old servers read it)."""
+        data = {k: v for k, v in asdict(self).items() if v is not None}
+        if self.steps == 1:
+            del data["steps"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "StepRecord":
@@ -94,17 +112,33 @@ class StepRecord:
         _check_text("target_version", self.target_version, 128)
         _check_text("draft_version", self.draft_version, 128)
         _check_int("lookahead", self.lookahead, 0, max_lookahead)
-        _check_int("accepted", self.accepted, 0, self.lookahead)
-        # One verification pass yields the accepted tokens plus at most one bonus token.
-        _check_int("emitted", self.emitted, 1, self.accepted + 1)
+        _check_int("steps", self.steps, 1, None)
+        if self.drafted is not None:
+            _check_int("drafted", self.drafted, 0, self.lookahead * self.steps)
+        _check_int("accepted", self.accepted, 0, drafted_of(self))
+        # Each verification pass yields its accepted tokens plus at most one bonus token.
+        _check_int("emitted", self.emitted, self.steps, self.accepted + self.steps)
         _check_seconds("draft_seconds", self.draft_seconds)
         _check_seconds("verify_seconds", self.verify_seconds)
+        if self.seconds is not None:
+            _check_seconds("seconds", self.seconds)
+            split = self.draft_seconds + self.verify_seconds
+            if self.seconds < split - 1e-9 * max(1.0, split):  # a rounding's worth of slack
+                raise RecordError("seconds", f"must be >= draft_seconds + verify_seconds = {split!r}, "
+                                             f"got {self.seconds!r}")
+        if self.pool is not None:
+            _check_text("pool", self.pool, 64)
         if self.timestamp is not None:
             _check_number("timestamp", self.timestamp, max(0.0, earliest), min(latest, MAX_TIMESTAMP))
         for name in ("pod", "request_id"):
             value = getattr(self, name)
             if value is not None:
                 _check_text(name, value, 128)
+        if is_aggregate(self):
+            for name in ("accepted_mask", "expected_acceptance", "draft_confidence"):
+                if getattr(self, name) is not None:
+                    raise RecordError(name, "must be absent from an aggregate (steps > 1, or drafted other "
+                                            "than lookahead): its positions are unknown")
         if self.accepted_mask is not None:
             mask = self.accepted_mask
             _check_list("accepted_mask", mask, self.lookahead)
@@ -129,6 +163,23 @@ REQUIRED = frozenset(
 )
 
 
+def drafted_of(record: StepRecord) -> int:
+    """Tokens drafted in the record's steps: ``drafted``, by default lookahead * steps."""
+    return record.lookahead * record.steps if record.drafted is None else record.drafted
+
+
+def step_seconds(record: StepRecord) -> float:
+    """The record's step time: ``seconds`` when given, else draft_seconds + verify_seconds."""
+    return record.draft_seconds + record.verify_seconds if record.seconds is None else record.seconds
+
+
+def is_aggregate(record: StepRecord) -> bool:
+    """True when the record's positions are unknown: it folds several steps, or drafted differs from
+    lookahead. Such a record feeds sums (drafted, accepted, emitted, steps, time) but no per-position
+    statistic; a per-step record with ``seconds`` or ``pool`` is no aggregate."""
+    return record.steps != 1 or (record.drafted is not None and record.drafted != record.lookahead)
+
+
 _INT = frozenset((int,))
 _NUMBER = frozenset((int, float))  # not bool: type(True) is bool
 _MASKS: dict[tuple[int, int], list[int]] = {}  # (lookahead, accepted) -> the only valid accepted_mask
@@ -138,7 +189,11 @@ def _plainly_valid(r: StepRecord, max_lookahead: int | None, max_domain_length: 
                    latest: float) -> bool:
     """True when every check of ``validate`` passes, tested in one pass of plain comparisons and C-level
     calls, with no message built. False sends the record to the field-by-field checks (which may still
-    pass it, e.g. a str subclass): this only ever accepts what they accept."""
+    pass it, e.g. a str subclass): this only ever accepts what they accept. Records using the aggregate
+    fields (rare on the hot path) always take the field checks."""
+    if not (r.steps == 1 and type(r.steps) is int and r.drafted is None and r.seconds is None
+            and r.pool is None):
+        return False
     k, a, e = r.lookahead, r.accepted, r.emitted
     if not (type(k) is int and type(a) is int and type(e) is int and 0 <= a <= k and 1 <= e <= a + 1
             and (max_lookahead is None or k <= max_lookahead)):
@@ -226,4 +281,5 @@ def validate_batch(records: list[StepRecord], **limits: Any) -> list[StepRecord]
     return records
 
 
-__all__ = ["StepRecord", "RecordError", "validate_batch", "REQUIRED", "MAX_STEP_SECONDS", "MAX_TIMESTAMP"]
+__all__ = ["StepRecord", "RecordError", "validate_batch", "REQUIRED", "MAX_STEP_SECONDS", "MAX_TIMESTAMP",
+           "drafted_of", "step_seconds", "is_aggregate"]

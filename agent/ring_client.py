@@ -9,9 +9,11 @@ ingest). Until the sidecar has published one for a domain (its first steps, or n
 ``decide`` answers K = ``fallback``.
 
 Bad records: what the ring cannot carry (a lookahead over its kmax, a list of the wrong length, a value of
-the wrong type, a non-prefix mask, strings over their limits) raises RecordError naming the field, and
-nothing is written; values it can carry are validated by the sidecar like every record (a bad one is
-logged there and counted in its ``rejected``).
+the wrong type, a non-prefix mask, strings over their limits, and the aggregate fields: ``steps`` other than
+1, ``drafted``, ``seconds``, ``pool``) raises RecordError naming the field, and nothing is written. The ring
+carries per-step records of an in-process decoder; per-request aggregates go over ``POST /v1/steps``.
+Values it can carry are validated by the sidecar like every record (a bad one is logged there and counted
+in its ``rejected``).
 
 A full ring (the sidecar behind) makes ``record`` wait, up to ``full_wait`` seconds; a ring whose reader
 has not looked for ``dead_after`` seconds (none attached, or it died) is not waited for. Either way a record
@@ -91,6 +93,8 @@ class RingClient:
     # -- record ------------------------------------------------------------------------------------------
     def record(self, step: StepRecord) -> None:
         """Queue one step for the sidecar (see the module docstring for what is refused and when)."""
+        if step.steps != 1 or step.drafted is not None or step.seconds is not None or step.pool is not None:
+            raise _aggregate(step)
         with self._lock:
             i = self._next
             if not self._free and not self._room(i):
@@ -301,6 +305,17 @@ class RingClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _aggregate(step: StepRecord) -> RecordError:
+    for name, value in (("steps", step.steps != 1), ("drafted", step.drafted), ("seconds", step.seconds),
+                        ("pool", step.pool)):
+        if value:
+            break
+    else:
+        name = "drafted" if step.drafted is not None else "seconds"  # a zero, still not carried
+    return RecordError(name, "the step ring carries per-step records only (steps 1, no drafted, seconds or "
+                             "pool); send aggregates with POST /v1/steps")
 
 
 def _invalid(step: StepRecord, field_name: str, message: str) -> RecordError:

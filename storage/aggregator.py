@@ -51,11 +51,20 @@ class WindowAggregator:
         c = bucket.get(key)
         if c is None:
             c = bucket[key] = WindowCounts(r.lookahead)
-        c.steps += 1
+        k, a, steps, drafted, seconds = r.lookahead, r.accepted, r.steps, r.drafted, r.seconds
         c.emitted += r.emitted
+        c.accepted += a
         c.draft_seconds += r.draft_seconds
-        c.verify_seconds += r.verify_seconds
-        c.hist[r.accepted] += 1
+        # Time the engine did not split between draft and verify is stored as verify time.
+        c.verify_seconds += r.verify_seconds if seconds is None else max(r.verify_seconds,
+                                                                          seconds - r.draft_seconds)
+        if steps == 1 and (drafted is None or drafted == k):  # a per-step record: its positions are known
+            c.steps += 1
+            c.drafted += k
+            c.hist[a] += 1
+        else:  # an aggregate (agent.records.is_aggregate): sums only
+            c.steps += steps
+            c.drafted += k * steps if drafted is None else drafted
         expected = r.expected_acceptance
         if expected:
             c.expected_sum += sum(expected)

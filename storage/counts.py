@@ -1,8 +1,9 @@
 """Raw counts of one window of one series, and what the stored columns derive from them.
 
-A series is (pod, domain, target_version, draft_version, lookahead). Within a series every step drafts the
-same K tokens, so a histogram of accepted lengths (hist[a] = steps that accepted a of K) carries everything:
-accepted tokens, drafted tokens and the per-position counts. Counting a step is one increment.
+A series is (pod, domain, target_version, draft_version, lookahead). Drafted and accepted tokens are summed
+directly, so per-step records and aggregates (agent/records.py: many steps of one request, positions
+unknown) add to the same sums. Per-step records also count in a histogram of accepted lengths (hist[a] =
+steps that accepted a of K), which alone gives the per-position counts: aggregates never enter it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ class WindowCounts:
     verify_seconds: float = 0.0
     expected_sum: float = 0.0  # sum of expected acceptance over drafted positions that reported it
     expected_n: int = 0  # how many drafted positions reported it
-    hist: list[int] = field(default_factory=list)  # hist[a]: steps with `a` accepted tokens, a = 0..K
+    hist: list[int] = field(default_factory=list)  # hist[a]: per-step records with `a` accepted, a = 0..K
+    drafted: int = 0  # drafted tokens, every record
+    accepted: int = 0  # accepted tokens, every record
 
     def __post_init__(self) -> None:
         if not self.hist:
@@ -37,15 +40,16 @@ class WindowCounts:
             self.lookahead, self.steps + other.steps, self.emitted + other.emitted,
             self.draft_seconds + other.draft_seconds, self.verify_seconds + other.verify_seconds,
             self.expected_sum + other.expected_sum, self.expected_n + other.expected_n,
-            [a + b for a, b in zip(self.hist, other.hist)])
+            [a + b for a, b in zip(self.hist, other.hist)], self.drafted + other.drafted,
+            self.accepted + other.accepted)
 
 
 def accepted_tokens(c: WindowCounts) -> int:
-    return sum(a * n for a, n in enumerate(c.hist))
+    return c.accepted
 
 
 def drafted_tokens(c: WindowCounts) -> int:
-    return c.lookahead * c.steps
+    return c.drafted
 
 
 def position_counts(hist: list[int]) -> list[tuple[int, int, int]]:

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from storage import schema
 from storage.cache import LRU
-from storage.counts import SeriesKey, WindowCounts, accepted_tokens, drafted_tokens, position_counts
+from storage.counts import SeriesKey, WindowCounts, position_counts
 from storage.sql import floor_to, insert_missing, upsert
 
 WindowEntry = tuple[int, SeriesKey, WindowCounts]
@@ -40,8 +40,8 @@ def write_windows(conn: sa.Connection, entries: Sequence[WindowEntry], window_se
     rows, positions, minutes, seen = [], [], set(), {}
     for start, key, c in entries:
         series_id = ids[key]
-        rows.append(dict(bucket_start=start, series_id=series_id, steps=c.steps, drafted=drafted_tokens(c),
-                         accepted=accepted_tokens(c), emitted=c.emitted, expected_n=c.expected_n,
+        rows.append(dict(bucket_start=start, series_id=series_id, steps=c.steps, drafted=c.drafted,
+                         accepted=c.accepted, emitted=c.emitted, expected_n=c.expected_n,
                          expected_sum=c.expected_sum, draft_seconds=c.draft_seconds,
                          verify_seconds=c.verify_seconds))
         positions += [dict(bucket_start=start, series_id=series_id, position=i, reached=r, accepted=a)

@@ -19,6 +19,31 @@ def step(domain: str = "code", k: int = 4, accepted: int = 2, ts: float = T0, *,
                       expected_acceptance=None if expected is None else [expected] * k, timestamp=ts, pod=pod)
 
 
+def aggregate(domain: str = "code", k: int = 4, steps: int = 10, accepted: int = 20, ts: float = T0, *,
+              drafted: int | None = None, emitted: int | None = None, seconds: float | None = 0.1,
+              draft_s: float = 0.0, verify_s: float = 0.0, target: str = "t1", draft: str = "d1",
+              pod: str | None = None, pool: str | None = None) -> StepRecord:
+    """A per-request record folding ``steps`` steps (emitted: accepted + steps unless given)."""
+    return StepRecord(domain=domain, lookahead=k, accepted=accepted, steps=steps, drafted=drafted,
+                      emitted=accepted + steps if emitted is None else emitted, draft_seconds=draft_s,
+                      verify_seconds=verify_s, seconds=seconds, target_version=target, draft_version=draft,
+                      timestamp=ts, pod=pod, pool=pool)
+
+
+def fold(records: list[StepRecord], *, split: bool = False, pool: str | None = None) -> StepRecord:
+    """The per-step ``records`` (one request) as one aggregate: sums of drafted, accepted and emitted tokens;
+    time as ``seconds`` alone (an engine that does not split it), or as draft and verify seconds (``split``)."""
+    first = records[0]
+    draft = sum(r.draft_seconds for r in records)
+    verify = sum(r.verify_seconds for r in records)
+    return StepRecord(domain=first.domain, lookahead=first.lookahead, steps=len(records),
+                      drafted=sum(r.lookahead for r in records), accepted=sum(r.accepted for r in records),
+                      emitted=sum(r.emitted for r in records), draft_seconds=draft if split else 0.0,
+                      verify_seconds=verify if split else 0.0, seconds=None if split else draft + verify,
+                      target_version=first.target_version, draft_version=first.draft_version,
+                      timestamp=first.timestamp, pod=first.pod, pool=pool)
+
+
 def random_steps(n: int, start: float, seconds: float, seed: int = 0,
                  domains: tuple[str, ...] = ("code", "chat", "prose")) -> list[StepRecord]:
     """``n`` steps spread over [start, start + seconds), mixed domains, K in {0, 2, 4}, two pods."""

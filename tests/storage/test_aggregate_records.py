@@ -1,0 +1,60 @@
+"""Aggregate records in storage: their sums stored exactly, unsplit time as verify time, no per-position rows;
+mixed with per-step records in one window. On SQLite and PostgreSQL (the ``db_url`` fixture)."""
+
+import pytest
+import sqlalchemy as sa
+
+from history import T0, aggregate, step
+from storage import StatsQuery, schema
+
+
+def window_rows(store) -> dict[int, dict]:
+    """Stored window rows by lookahead (one series each here)."""
+    w, s = schema.windows.c, schema.series.c
+    with store.db.read() as conn:
+        rows = conn.execute(sa.select(s.lookahead, w.steps, w.drafted, w.accepted, w.emitted, w.draft_seconds,
+                                      w.verify_seconds).join_from(schema.windows, schema.series))
+        return {r.lookahead: dict(r._mapping) for r in rows}
+
+
+def position_rows(store) -> list[tuple[int, int, int]]:
+    p = schema.window_positions.c
+    with store.db.read() as conn:
+        return [tuple(r) for r in conn.execute(sa.select(p.position, p.reached, p.accepted).order_by(p.position))]
+
+
+def test_an_aggregate_of_n_steps_stores_exactly_its_sums(store):
+    store.write_records([aggregate("code", 4, steps=37, drafted=141, accepted=93, emitted=125, seconds=1.75,
+                                   draft_s=0.25, verify_s=0.5, ts=T0 + 1)])
+    store.flush(T0 + 60)
+    row = window_rows(store)[4]
+    assert (row["steps"], row["drafted"], row["accepted"], row["emitted"]) == (37, 141, 93, 125)
+    assert row["draft_seconds"] == pytest.approx(0.25)
+    assert row["verify_seconds"] == pytest.approx(1.5)  # the 1.0 s not split counts as verify time
+    assert position_rows(store) == []  # an aggregate's positions are unknown
+
+
+def test_per_step_and_aggregate_records_share_a_window(store):
+    per_step = [step("code", 4, a, T0 + i) for i, a in enumerate((0, 2, 4))]  # 0.004 + 0.010 s each
+    store.write_records([*per_step, aggregate("code", 4, steps=10, accepted=22, ts=T0 + 5, seconds=0.2),
+                         aggregate("code", 0, steps=50, accepted=0, ts=T0 + 6, seconds=0.5)])
+    store.flush(T0 + 60)
+    rows = window_rows(store)
+    r = rows[4]
+    assert (r["steps"], r["drafted"], r["accepted"], r["emitted"]) == (13, 12 + 40, 6 + 22, 9 + 32)
+    assert r["verify_seconds"] == pytest.approx(0.030 + 0.2) and r["draft_seconds"] == pytest.approx(0.012)
+    assert (rows[0]["steps"], rows[0]["drafted"], rows[0]["emitted"]) == (50, 0, 50)
+    # positions from the three per-step records only (accepted 0, 2 and 4 of 4); ...
+    assert position_rows(store) == [(1, 3, 2), (2, 2, 2), (3, 2, 1), (4, 1, 1)]
+    # ... and what the queries derive holds the sums (acceptance = accepted / drafted over all records).
+    (row,) = [x for x in store.stats(StatsQuery(by=("lookahead",), until=T0 + 3600)).rows if x["lookahead"] == 4]
+    assert row["acceptance_rate"] == pytest.approx(28 / 52)
+    assert row["tokens_per_step"] == pytest.approx(41 / 13)
+
+
+def test_aggregates_survive_the_rollup_to_minutes_and_hours(store):
+    store.write_records([aggregate("code", 4, steps=10, accepted=22, ts=T0 + 5 + 30 * i) for i in range(4)])
+    store.flush(T0 + 3600)
+    store.rollup(T0 + 2 * 3600)
+    [row] = store.stats(StatsQuery(by=("domain",), since=T0, until=T0 + 2 * 3600)).rows
+    assert (row["steps"], row["drafted"], row["accepted"]) == (40, 160, 88)
