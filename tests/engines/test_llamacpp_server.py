@@ -139,3 +139,4 @@ def test_an_export_without_the_qk_permutation_fails(kit_home, target, prompts, t
                                      for i, step in enumerate(answer["completion_probabilities"])
                                      for e in step["top_logprobs"]))
     assert not all(same) and error > 0.05
+    assert not server.running() and server.stop() is None  # the context stopped it; stop() is idempotent
