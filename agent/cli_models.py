@@ -1,4 +1,4 @@
-"""`specwatch models build|eval|distill`: the local model kit from the command line.
+"""`specwatch models build|eval|distill|export-gguf`: the local model kit from the command line.
 
 Thin by design: each command builds objects, calls one library function and prints; library errors
 become a one-line message and exit code 1 (Ctrl-C during a build exits 130 and keeps its progress).
@@ -214,3 +214,32 @@ def distill(
     console.print(f"draft {info['draft_version_before']} -> {info['version']} against target "
                   f"{info['target_version']} in {info['seconds']:.0f} s (KL {info['loss']:.3f}); "
                   f"saved to {out}")
+
+
+class GgufDtype(str, Enum):
+    f32 = "f32"
+    f16 = "f16"
+
+
+@models_app.command("export-gguf", epilog="Example: specwatch models export-gguf --size full --models "
+                                           "target-v1,draft --out models/")
+def export_gguf(
+    size: SizeOption = Size.full,
+    out: Annotated[Optional[Path], typer.Option(help="Folder for the .gguf files (default KIT/gguf).")] = None,
+    models: Annotated[str, typer.Option(help="Comma-separated: target-v1, draft, target-v2.")] =
+        "target-v1,draft,target-v2",
+    dtype: Annotated[GgufDtype, typer.Option("--dtype", help="Weight type of the matrices.")] = GgufDtype.f32,
+):
+    """Write the kit's models as GGUF for llama.cpp (llama architecture, byte vocabulary as "gpt2").
+
+    Files are named MODEL-VERSION-DTYPE.gguf (VERSION = the kit's weight hash); progress goes to stderr,
+    the written paths to stdout.
+    """
+    from agent.kit.gguf import export_kit
+
+    with _one_line_errors():
+        names = [name.strip() for name in models.split(",") if name.strip()]
+        done = export_kit(size.value, out=out, models=names, dtype=dtype.value,
+                          progress=lambda line: errors.print(line, highlight=False, markup=False))
+    for item in done:
+        print(item.path)
