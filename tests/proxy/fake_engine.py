@@ -31,6 +31,7 @@ class FakeEngine:
         self.delay = 0.0
         self.chunk_delay = 0.0
         self.healthy = True
+        self.props_extra: dict = {}  # merged into /props (e.g. a draft length the engine reports)
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.disconnected = 0
@@ -79,6 +80,7 @@ class FakeEngine:
     async def props(self, _: Request) -> Response:
         props = copy.deepcopy(FIXTURES["props"])
         props["model_path"] = self.model_path
+        props.update(self.props_extra)
         return JSONResponse(props)
 
     async def models(self, _: Request) -> Response:
