@@ -45,15 +45,15 @@ def test_a_pool_that_fails_leaves_rotation_and_comes_back(engines, proxy):
 
 
 def test_the_fallback_is_the_nearest_healthy_pool_serving_the_same_target():
-    pools = Pools((Upstream("k2", "http://a:1"), Upstream("k4", "http://b:1"), Upstream("k8", "http://c:1"),
+    pools = Pools((Upstream("k2", "http://a:1"), Upstream("k4", "http://b:1"), Upstream("k5", "http://c:1"),
                    Upstream("off", "http://d:1")))
     for p, target, healthy in zip(pools.all, ("v1", "v1", "v2", "v1"), (True, False, True, True)):
         p.target_version, p.healthy = target, healthy
     router = Router.__new__(Router)
     router.pools = pools
     healthy = pools.healthy()
-    assert router.pool_for(4, healthy).name == "k2"  # k8 is nearer but serves another target
-    assert router.pool_for(8, healthy).name == "k8"
+    assert router.pool_for(4, healthy).name == "k2"  # k5 is nearer but serves another target
+    assert router.pool_for(5, healthy).name == "k5"
     assert router.pool_for(3, healthy).name == "k2"  # a probe's K that no pool has: the nearest
 
 
