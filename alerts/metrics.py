@@ -70,22 +70,31 @@ class Metrics:
 
     # -- hot path ------------------------------------------------------------------------------------
     def observe(self, record: StepRecord) -> None:
-        """Count one step: counters, per-position histogram, window acceptance and latencies."""
+        """Count one record: counters, per-position histogram, window acceptance and latencies. An aggregate
+        of many steps (agent.records.is_aggregate) adds its steps, drafted, accepted and emitted tokens to
+        the counters and the window, nothing per position (its positions are unknown), and no latency (its
+        time is not one step's)."""
         c = self._by_domain.get(record.domain) or self._resolve(record.domain)
         k, a, verify = record.lookahead, record.accepted, record.verify_seconds
+        steps, d = record.steps, record.drafted
         with self._lock:
-            c.steps += 1
             c.emitted += record.emitted
-            hist = c.hist.get(k)
-            if hist is None:
-                hist = c.hist[k] = [0] * (k + 1)
-            hist[a] += 1
-            if k:
-                c.drafted += k
+            if steps == 1 and (d is None or d == k):  # one step: its positions are known
+                c.steps += 1
+                hist = c.hist.get(k)
+                if hist is None:
+                    hist = c.hist[k] = [0] * (k + 1)
+                hist[a] += 1
+                d = k
+            else:
+                c.steps += steps
+                d, verify = k * steps if d is None else d, 0.0
+            if d:
+                c.drafted += d
                 c.accepted += a
-                f = self._decay[k] if k < len(self._decay) else self._keep ** k
+                f = self._decay[d] if d < len(self._decay) else self._keep ** d
                 c.window_accepted = c.window_accepted * f + a
-                c.window_drafted = c.window_drafted * f + k
+                c.window_drafted = c.window_drafted * f + d
             if verify > 0:
                 c.verify.add(verify)
                 if k:

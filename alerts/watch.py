@@ -18,6 +18,7 @@ and it keeps state for every domain it is given (the Sidecar bounds domains).
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -100,34 +101,49 @@ class DriftWatch:
         self._recovery_z = NormalDist().inv_cdf(1 - self.config.stale.alpha)  # see _cleared
 
     def observe(self, record: StepRecord) -> list[Finding]:
+        """Findings of one record. An aggregate of many steps (agent.records.is_aggregate) counts as
+        ``accepted`` accepted tokens and drafted - accepted rejected ones: unconditional per-token acceptance,
+        as vLLM counts, since its positions (where each step's first rejection fell) are unknown. That is a
+        different measure from a per-step record's flags up to the first rejection (lower for the same
+        draft), but an engine reports one kind, so a lineage's baseline and the records tested against it
+        use the same one and StaleDraft compares like with like. Its tokens feed the detectors as steps of K
+        (``_observe_tokens``).
+        Break-even takes the record's step time (``seconds`` when given) and emitted tokens as one
+        observation; the cost ratio takes its draft and verify time over its drafted tokens and steps."""
         d = self._domains.get(record.domain)
         if d is None:
             d = self._domains[record.domain] = _Domain(self.config)
-        k = record.lookahead
+        k, steps, drafted, seconds = record.lookahead, record.steps, record.drafted, record.seconds
         out: list[Finding] = []
         if d.breakeven is not None:
-            loss = d.breakeven.observe(k, record.emitted, record.draft_seconds + record.verify_seconds)
+            loss = d.breakeven.observe(k, record.emitted, record.draft_seconds + record.verify_seconds
+                                       if seconds is None else seconds)
             if loss is not None:
                 acceptance = d.current.flags.mean if d.current is not None and d.current.flags.n else None
                 out.append(breakeven_finding(record.domain, loss.speculative, loss.plain, acceptance,
                                              loss.lookahead))
         if k == 0:
             return out
+        aggregate = steps != 1 or (drafted is not None and drafted != k)
+        drafted = k * steps if drafted is None else drafted
         if record.verify_seconds > 0:
             f = self._fade
             d.draft = d.draft * f + record.draft_seconds
-            d.drafted = d.drafted * f + k
+            d.drafted = d.drafted * f + drafted
             d.verify = d.verify * f + record.verify_seconds
-            d.steps = d.steps * f + 1
+            d.steps = d.steps * f + steps
         lineage = d.current
         if lineage is None or record.target_version != d.target or record.draft_version != d.draft_version:
             lineage = self._switch(d, (record.target_version, record.draft_version), record)
         accepted = record.accepted
-        rejected = 1 if accepted < k else 0
-        values = record.expected_acceptance
-        if values is not None:
-            values = values[: accepted + rejected]
-        fired = lineage.observe(accepted, rejected, values)
+        if aggregate:
+            fired = _observe_tokens(lineage, k, accepted, drafted - accepted)
+        else:
+            rejected = 1 if accepted < k else 0
+            values = record.expected_acceptance
+            if values is not None:
+                values = values[: accepted + rejected]
+            fired = lineage.observe(accepted, rejected, values)
         if d.stale is not None and d.stale[0] != lineage.versions:
             cleared = self._cleared(record.domain, d, lineage)
             if cleared is not None:
@@ -206,3 +222,28 @@ class DriftWatch:
                 for name, value in d.current.statistics().items():
                     out[(domain, name)] = value
         return out
+
+
+def _observe_tokens(lineage: Lineage, k: int, accepted: int, rejected: int) -> list:
+    """An aggregate's tokens (DriftWatch.observe) as steps of K, laid out with the most variance the totals
+    allow (steps that accepted all K, one partial step, steps that accepted none) in an order shuffled by a
+    generator seeded with the totals (deterministic). Per-token counts of real steps are over-dispersed
+    (a rejection takes the step's later tokens with it) and requests differ; the detectors learn that
+    dispersion from block means of a few steps, which an even spread of the tokens would hide, making them
+    alarm on ordinary variation. Returns the detectors that fired, each once."""
+    drafted = accepted + rejected
+    sizes = [k] * (drafted // k) + ([drafted % k] if drafted % k else [])  # a short step: fewer drafted
+    steps, left = [], accepted
+    for size in sizes:
+        ones = min(size, left)
+        steps.append((ones, size))
+        left -= ones
+    random.Random(drafted * 1_000_003 + accepted).shuffle(steps)
+    fired: list = []
+    for ones, size in steps:
+        # one step: its accepted tokens and first rejection at once, later rejected tokens one flag each
+        for i in range(size - ones if ones < size else 1):
+            for detector in lineage.observe(0 if i else ones, 1 if ones < size else 0, None):
+                if detector not in fired:
+                    fired.append(detector)
+    return fired

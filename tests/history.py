@@ -30,6 +30,20 @@ def aggregate(domain: str = "code", k: int = 4, steps: int = 10, accepted: int =
                       timestamp=ts, pod=pod, pool=pool)
 
 
+def fold(records: list[StepRecord], *, split: bool = False, pool: str | None = None) -> StepRecord:
+    """The per-step ``records`` (one request) as one aggregate: sums of drafted, accepted and emitted tokens;
+    time as ``seconds`` alone (an engine that does not split it), or as draft and verify seconds (``split``)."""
+    first = records[0]
+    draft = sum(r.draft_seconds for r in records)
+    verify = sum(r.verify_seconds for r in records)
+    return StepRecord(domain=first.domain, lookahead=first.lookahead, steps=len(records),
+                      drafted=sum(r.lookahead for r in records), accepted=sum(r.accepted for r in records),
+                      emitted=sum(r.emitted for r in records), draft_seconds=draft if split else 0.0,
+                      verify_seconds=verify if split else 0.0, seconds=None if split else draft + verify,
+                      target_version=first.target_version, draft_version=first.draft_version,
+                      timestamp=first.timestamp, pod=first.pod, pool=pool)
+
+
 def random_steps(n: int, start: float, seconds: float, seed: int = 0,
                  domains: tuple[str, ...] = ("code", "chat", "prose")) -> list[StepRecord]:
     """``n`` steps spread over [start, start + seconds), mixed domains, K in {0, 2, 4}, two pods."""

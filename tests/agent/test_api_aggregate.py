@@ -44,3 +44,9 @@ def test_the_published_schema_describes_the_aggregate_fields(sidecar):  # noqa: 
     for name in ("steps", "drafted", "seconds", "pool"):
         assert schema["properties"][name]["description"], name
     assert "steps" not in schema.get("required", [])
+
+
+def test_an_aggregate_is_stored_as_its_steps(client, sidecar):
+    r = client.post("/v1/steps", json={"records": [OLD, AGG]})
+    assert r.status_code == 202 and r.json() == {"accepted": 2}
+    assert stored_steps(sidecar) == 11
