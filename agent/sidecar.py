@@ -154,11 +154,12 @@ class Sidecar:
     def _feed(self, s: StepRecord) -> list | None:
         """Policy, watch and version log for one validated step (caller holds the lock); the findings."""
         key = self._key(s.domain)
-        if s.draft_seconds or s.verify_seconds:  # untimed records would skew the policy's goodput
+        verify = s.verify_seconds if s.seconds is None else s.seconds - s.draft_seconds  # unsplit time: verify
+        if s.draft_seconds or verify:  # untimed records would skew the policy's goodput
             # Validated already: the fields have their types, so no conversion (Outcome.of) is needed.
             mask, conf = s.accepted_mask, s.draft_confidence
             self.policy.update(key, Outcome(
-                s.lookahead, s.accepted, s.emitted, s.draft_seconds, s.verify_seconds,
+                s.lookahead, s.accepted, s.emitted, s.draft_seconds, verify,
                 None if mask is None else tuple(mask), None if conf is None else tuple(conf)))
         found = None
         if self.watch is not None:

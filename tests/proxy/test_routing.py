@@ -122,3 +122,13 @@ def test_pool_draft_of_a_target():
     pools.all[0].target_version, pools.all[0].draft_version = "t", "d"
     assert pools.draft_of("t") == "d" and pools.draft_of("other") == "none"
     assert isinstance(pools.all[0], Pool)
+
+
+def test_the_policy_learns_from_engine_seconds_and_routes_to_the_faster_pool(engines, proxy):
+    fast, slow = FakeEngine(lookahead=4, accepted=4, ms_per_step=1.0), FakeEngine(ms_per_step=5.0)
+    url, runtime = proxy({"k4": engines(fast), "off": engines(slow)})
+    served = []
+    for _ in range(30):
+        served.append(ask(url, "code", n=16))
+        runtime.sidecar.ingest.drain(5.0)  # the worker has fed the policy before the next decision
+    assert served[-10:].count("k4") >= 9
