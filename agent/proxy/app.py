@@ -59,9 +59,10 @@ class Proxy:
     async def start(self) -> None:
         """Open the upstream client, check every pool once, then keep checking in the background."""
         c = self.config
-        self.client = httpx.AsyncClient(timeout=httpx.Timeout(c.read_seconds, connect=c.connect_seconds),
-                                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-                                        follow_redirects=False, trust_env=False)
+        timeout = httpx.Timeout(c.read_seconds, connect=c.connect_seconds)
+        self._timeout = {"timeout": timeout.as_dict()}
+        self.client = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False,
+                                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
         await self.pools.check_all(self.client)
         self._pools_changed()
         self._checks = asyncio.create_task(self.pools.run(self.client, c.health_seconds))
@@ -97,7 +98,8 @@ class Proxy:
             return _error(503, "no_upstream", str(exc), None)
         url = pool.base + path + (f"?{request.url.query}" if request.url.query else "")
         headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP]
-        upstream = self.client.build_request(request.method, url, headers=headers, content=body)
+        # A Request built directly skips the client's merging of base URL, headers and cookies (none are set).
+        upstream = httpx.Request(request.method, url, headers=headers, content=body, extensions=self._timeout)
         try:
             answer = await self.client.send(upstream, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:

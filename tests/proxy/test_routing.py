@@ -132,3 +132,13 @@ def test_the_policy_learns_from_engine_seconds_and_routes_to_the_faster_pool(eng
         served.append(ask(url, "code", n=16))
         runtime.sidecar.ingest.drain(5.0)  # the worker has fed the policy before the next decision
     assert served[-10:].count("k4") >= 9
+
+
+def test_many_domains_share_bounded_state(engines, proxy):
+    url, runtime = proxy({"k2": engines(FakeEngine(lookahead=2, accepted=1)), "off": engines(FakeEngine())},
+                         max_domains=4)
+    for i in range(40):
+        ask(url, f"tenant-{i}", n=2)
+    runtime.sidecar.ingest.drain(5.0)
+    policy = runtime.proxy.router.restrictable
+    assert len(runtime.sidecar._domains) == 4 and set(policy._domains) <= runtime.sidecar._domains | {"other"}
