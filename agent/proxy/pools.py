@@ -17,7 +17,7 @@ from typing import Callable
 import httpx
 
 from agent.proxy.config import Upstream
-from agent.proxy.versions import FileVersions, models_id, props_lookahead, props_paths
+from agent.proxy.versions import FileVersions, models_id, props_lookahead, props_paths, props_speculates
 
 log = logging.getLogger("specwatch.proxy")
 NO_DRAFT = "none"  # draft version of records from a pool without a draft when no pool has one
@@ -122,15 +122,26 @@ class Pools:
         draft = pool.upstream.draft_version
         if draft_path is not None:
             draft = await asyncio.to_thread(self.files.of, draft_path)
-        reported = props_lookahead(props)
-        # Builds report a default draft length even without a draft loaded: it counts only with a draft.
-        if reported is not None and (pool.lookahead > 0 or draft_path is not None) and reported != pool.lookahead:
-            if pool.lookahead == pool.upstream.lookahead:
-                log.warning("pool %s: the engine reports draft length %d, not %d as the name says; using %d",
-                            pool.name, reported, pool.upstream.lookahead, reported)
-            pool.lookahead = reported
+        self._lookahead(pool, props, draft_path)
         pool.target_version = target
         pool.draft_version = draft if pool.lookahead > 0 else None
+
+
+    @staticmethod
+    def _lookahead(pool: Pool, props: object, draft_path: str | None) -> None:
+        """What the engine reports about its speculation overrides the pool's name (a mismatch is logged)."""
+        named, reported, speculates = pool.upstream.lookahead, props_lookahead(props), props_speculates(props)
+        if speculates is False or (reported is not None and (named > 0 or draft_path is not None)):
+            k = 0 if speculates is False else reported
+            if k != pool.lookahead:
+                log.warning("pool %s: the engine reports %s, not K=%d as the name says; recording K=%d", pool.name,
+                            "no speculation" if speculates is False else f"draft length {k}", named, k)
+            pool.lookahead = k
+        elif speculates and named == 0 and pool.lookahead == 0:
+            log.warning("pool %s: the engine speculates but reports no draft length; its drafted tokens are "
+                        "refused (name the pool kN)", pool.name)
+        else:
+            pool.lookahead = named
 
 
 class _Unhealthy(Exception):

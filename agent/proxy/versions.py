@@ -77,6 +77,16 @@ def props_lookahead(props: Any) -> int | None:
     return found if type(found) is int and found >= 0 else None
 
 
+def props_speculates(props: Any) -> bool | None:
+    """Whether a /props answer says the engine speculates (llama.cpp b11434 reports only the kind,
+    ``speculative.types`` in the default generation settings, e.g. "draft-simple" or "none"); None when it
+    does not say."""
+    found = _find(props, ("speculative.types",))
+    if not isinstance(found, str):
+        return None
+    return found.strip() not in ("", "none")
+
+
 def models_id(answer: Any) -> str | None:
     """The first model id of a /v1/models answer."""
     data = answer.get("data") if isinstance(answer, dict) else None

@@ -94,7 +94,7 @@ def test_an_engine_reporting_its_draft_length_overrides_the_name(engines, proxy,
     engine.props_extra = {"speculative.n_max": 3}
     url, runtime = proxy({"k4": engines(engine)})
     assert runtime.proxy.pools.by_name["k4"].lookahead == 3
-    assert "reports draft length 3, not 4" in caplog.text
+    assert "reports draft length 3, not K=4" in caplog.text
 
 
 def test_no_healthy_pool_gives_503(engines, proxy):
@@ -142,3 +142,14 @@ def test_many_domains_share_bounded_state(engines, proxy):
     runtime.sidecar.ingest.drain(5.0)
     policy = runtime.proxy.router.restrictable
     assert len(runtime.sidecar._domains) == 4 and set(policy._domains) <= runtime.sidecar._domains | {"other"}
+
+
+def test_a_pool_named_kn_whose_engine_does_not_speculate_records_k0(engines, proxy, caplog):
+    engine = FakeEngine()
+    engine.props_extra = {"default_generation_settings": {"params": {"speculative.types": "none"}}}
+    url, runtime = proxy({"k4": engines(engine)})
+    assert runtime.proxy.pools.by_name["k4"].lookahead == 0
+    assert "reports no speculation, not K=4" in caplog.text
+    ask(url, "code")
+    wait_for(lambda: runtime.taken)
+    assert runtime.taken[0].lookahead == 0
