@@ -48,6 +48,7 @@ class Proxy:
     def __init__(self, config: ProxyConfig, sidecar: Sidecar, pools: Pools, metrics: ProxyMetrics):
         self.config, self.sidecar, self.pools, self.metrics = config, sidecar, pools, metrics
         self.router = Router(sidecar, pools)
+        self._rules_read_body = any(rule.kind != "path" for rule in config.rules)
         pools.on_change = self._pools_changed
         self.client: httpx.AsyncClient | None = None
         self._checks: asyncio.Task | None = None
@@ -86,7 +87,10 @@ class Proxy:
         body = await request.body()
         try:
             if inspected:
-                domain = domains.resolve(request.headers.get(domains.HEADER), path, _json(body), self.config.rules)
+                header = request.headers.get(domains.HEADER)
+                # The body is parsed only when a rule reads it (a large prompt costs a millisecond to parse).
+                parsed = _json(body) if header is None and self._rules_read_body else None
+                domain = domains.resolve(header, path, parsed, self.config.rules)
                 route = self.router.choose(domain)
                 pool = route.pool
             else:
