@@ -17,7 +17,7 @@ from typing import Callable
 import httpx
 
 from agent.proxy.config import Upstream
-from agent.proxy.versions import FileVersions, models_id, props_lookahead, props_paths, props_speculates
+from agent.proxy.versions import FileVersions, models_id, props_lookahead, props_paths, slots_speculate
 
 log = logging.getLogger("specwatch.proxy")
 NO_DRAFT = "none"  # draft version of records from a pool without a draft when no pool has one
@@ -122,15 +122,16 @@ class Pools:
         draft = pool.upstream.draft_version
         if draft_path is not None:
             draft = await asyncio.to_thread(self.files.of, draft_path)
-        self._lookahead(pool, props, draft_path)
+        self._lookahead(pool, props, slots_speculate(await _json(client, pool.base + "/slots", self.timeout)),
+                        draft_path)
         pool.target_version = target
         pool.draft_version = draft if pool.lookahead > 0 else None
 
 
     @staticmethod
-    def _lookahead(pool: Pool, props: object, draft_path: str | None) -> None:
+    def _lookahead(pool: Pool, props: object, speculates: bool | None, draft_path: str | None) -> None:
         """What the engine reports about its speculation overrides the pool's name (a mismatch is logged)."""
-        named, reported, speculates = pool.upstream.lookahead, props_lookahead(props), props_speculates(props)
+        named, reported = pool.upstream.lookahead, props_lookahead(props)
         if speculates is False or (reported is not None and (named > 0 or draft_path is not None)):
             k = 0 if speculates is False else reported
             if k != pool.lookahead:

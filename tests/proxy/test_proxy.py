@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.proxy.fake_engine import FakeEngine
+from tests.proxy.fake_engine import FIXTURES, FakeEngine
 
 
 def wait_for(condition, timeout: float = 5.0) -> None:
@@ -67,7 +67,7 @@ def test_other_paths_and_methods_pass_through_byte_for_byte(engines, proxy):
     assert (echoed["method"], echoed["path"], echoed["query"], echoed["body"]) == ("PUT", "/echo", "a=1&b=%20",
                                                                                    "\x00raw body")
     assert echoed["headers"]["x-custom"] == "v" and answer.headers["x-engine"] == "fake"
-    assert httpx.get(f"{url}/v1/models").json()["data"][0]["id"] == "target.gguf"
+    assert httpx.get(f"{url}/v1/models").json() == FIXTURES["models"]
 
 
 def test_health_is_the_proxy_own(engines, proxy):

@@ -146,7 +146,7 @@ def test_many_domains_share_bounded_state(engines, proxy):
 
 def test_a_pool_named_kn_whose_engine_does_not_speculate_records_k0(engines, proxy, caplog):
     engine = FakeEngine()
-    engine.props_extra = {"default_generation_settings": {"params": {"speculative.types": "none"}}}
+    engine.speculative = False  # /slots: the engine was started without a draft
     url, runtime = proxy({"k4": engines(engine)})
     assert runtime.proxy.pools.by_name["k4"].lookahead == 0
     assert "reports no speculation, not K=4" in caplog.text
