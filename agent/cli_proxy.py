@@ -20,7 +20,8 @@ def proxy(
         help="model:NAME=DOMAIN, path:/PREFIX=DOMAIN or metadata:KEY, tried in order after the "
              "X-Specwatch-Domain header (repeat).")] = None,
     draft_version: Annotated[Optional[list[str]], typer.Option(
-        help="NAME=VERSION: a pool's draft version when its engine does not report its draft model (repeat).")] = None,
+        help="NAME=VERSION or NAME=DRAFT.gguf (versioned by its content hash): a pool's draft version "
+             "(llama.cpp does not report its draft model; repeat).")] = None,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8788,
     db: Annotated[Optional[str], typer.Option(

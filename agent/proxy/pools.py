@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -120,6 +121,8 @@ class Pools:
         if target is None:
             raise _Unhealthy("neither /props model_path nor /v1/models names the model")
         draft = pool.upstream.draft_version
+        if draft is not None and os.path.isfile(draft):  # --draft-version may name the draft GGUF itself
+            draft_path = draft_path or draft
         if draft_path is not None:
             draft = await asyncio.to_thread(self.files.of, draft_path)
         self._lookahead(pool, props, slots_speculate(await _json(client, pool.base + "/slots", self.timeout)),

@@ -153,3 +153,11 @@ def test_a_pool_named_kn_whose_engine_does_not_speculate_records_k0(engines, pro
     ask(url, "code")
     wait_for(lambda: runtime.taken)
     assert runtime.taken[0].lookahead == 0
+
+
+def test_a_draft_version_naming_a_file_is_that_file_content_hash(engines, proxy, tmp_path):
+    draft = tmp_path / "draft.gguf"
+    draft.write_bytes(b"GGUF draft weights")
+    url, runtime = proxy({"k2": engines(FakeEngine(lookahead=2, accepted=1))}, drafts={"k2": str(draft)})
+    version = runtime.proxy.pools.by_name["k2"].draft_version
+    assert version.startswith("draft.gguf@") and len(version) == len("draft.gguf@") + 12
