@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 import time
 from typing import Any
 
@@ -62,8 +63,11 @@ class Proxy:
         c = self.config
         timeout = httpx.Timeout(c.read_seconds, connect=c.connect_seconds)
         self._timeout = {"timeout": timeout.as_dict()}
-        self.client = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False,
-                                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+        # TCP_NODELAY: a request's headers and body go out in separate writes; Nagle would hold the body
+        # back until the engine acknowledges the headers.
+        transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+        self.client = httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport)
         await self.pools.check_all(self.client)
         self._pools_changed()
         self._checks = asyncio.create_task(self.pools.run(self.client, c.health_seconds))

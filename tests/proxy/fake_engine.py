@@ -26,7 +26,8 @@ FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "llamacpp_b11434.jso
 class FakeEngine:
     def __init__(self, lookahead: int = 0, accepted: int = 0, model_path: str = "/models/target.gguf",
                  ms_per_step: float = 2.0):
-        self.lookahead, self.accepted, self.model_path, self.ms_per_step = lookahead, accepted, model_path, ms_per_step
+        self.lookahead, self.accepted = lookahead, accepted
+        self.model_path, self.ms_per_step = model_path, ms_per_step
         self.status: int | None = None
         self.delay = 0.0
         self.chunk_delay = 0.0
