@@ -154,12 +154,13 @@ def main() -> None:
     parser.add_argument("--size", default="full", choices=("tiny", "full"))
     parser.add_argument("--quick", action="store_true", help="6 rounds, 32 tokens, 100 overhead pairs")
     parser.add_argument("--rounds", type=int, default=24, help="requests per domain per configuration and phase")
-    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=None, help="per request; default 64 (full), 48 (tiny)")
     parser.add_argument("--pairs", type=int, default=400)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.tokens, args.pairs = 6, 32, 100
+        args.rounds, args.tokens, args.pairs = 6, args.tokens or 32, 100
+    args.tokens = args.tokens or (64 if args.size == "full" else 48)
     files = gguf_files(args.size)
     prompts = {d: [t[:PROMPT_BYTES[args.size]] for t in texts[:16]]
                for d, texts in layout.load_prompts(layout.kit_dir(args.size)).items()}
@@ -178,6 +179,8 @@ def main() -> None:
         for s in servers.values():
             s.stop()
         servers = start(configs(files, "target-v2", ports), work)
+        client.close()  # its kept-alive connections went with the old servers
+        client = httpx.Client(timeout=300)
         deadline = time.monotonic() + 30
         while any(p["healthy"] is False or "target-v2" not in (p["target_version"] or "")
                   for p in client.get(urls[PROXY] + "/specwatch/pools").json()["pools"]):
@@ -201,7 +204,7 @@ def main() -> None:
 
 
 def report(out: dict) -> None:
-    console = Console()
+    console = Console(width=200)
     table = Table(title=f"tokens/s through llama.cpp pools ({out['size']} kit, {out['tokens']} tokens, "
                         f"{out['rounds']} requests per domain and configuration, 1 thread per server)")
     for col in ("phase", "domain", DEFAULT, *FIXED, PROXY, "best fixed", "proxy/best", "proxy/default",

@@ -109,7 +109,12 @@ class Proxy:
         # A Request built directly skips the client's merging of base URL, headers and cookies (none are set).
         upstream = httpx.Request(request.method, url, headers=headers, content=body, extensions=self._timeout)
         try:
-            answer = await self.client.send(upstream, stream=True)
+            try:
+                answer = await self.client.send(upstream, stream=True)
+            except httpx.RemoteProtocolError:
+                # A kept-alive connection the engine closed (it restarted, or dropped it idle) fails before any
+                # answer: the engine never saw the request, so send it once more on a fresh connection.
+                answer = await self.client.send(upstream, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             self.metrics.count(pool.name, "connect_error")
             return _error(502, "upstream_unreachable", f"pool {pool.name} ({pool.base}): {_text(exc)}", pool)

@@ -41,7 +41,8 @@ class FakeEngine:
         self.drafted_total = self.accepted_total = 0
         self.app = Starlette(routes=[
             Route("/health", self.health), Route("/props", self.props), Route("/v1/models", self.models),
-            Route("/metrics", self.metrics), Route("/slots", self.slots), Route("/echo", self.echo, methods=["GET", "PUT", "DELETE"]),
+            Route("/metrics", self.metrics), Route("/slots", self.slots),
+            Route("/echo", self.echo, methods=["GET", "PUT", "DELETE"]),
             Route("/v1/completions", self.complete, methods=["POST"]),
             Route("/v1/chat/completions", self.complete, methods=["POST"]),
             Route("/completion", self.complete, methods=["POST"]),
