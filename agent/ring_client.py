@@ -11,8 +11,9 @@ ingest). Until the sidecar has published one for a domain (its first steps, or n
 Bad records: what the ring cannot carry (a lookahead over its kmax, a list of the wrong length, a value of
 the wrong type, a non-prefix mask, strings over their limits, and the aggregate fields: ``steps`` other than
 1, ``drafted``, ``seconds``, ``pool``) raises RecordError naming the field, and nothing is written. The ring
-carries per-step records of an in-process decoder; per-request aggregates go over ``POST /v1/steps``; values it can carry are validated by the sidecar like every record (a bad one is
-logged there and counted in its ``rejected``).
+carries per-step records of an in-process decoder; per-request aggregates go over ``POST /v1/steps``.
+Values it can carry are validated by the sidecar like every record (a bad one is logged there and counted
+in its ``rejected``).
 
 A full ring (the sidecar behind) makes ``record`` wait, up to ``full_wait`` seconds; a ring whose reader
 has not looked for ``dead_after`` seconds (none attached, or it died) is not waited for. Either way a record

@@ -154,13 +154,12 @@ class Sidecar:
     def _feed(self, s: StepRecord) -> list | None:
         """Policy, watch and version log for one validated step (caller holds the lock); the findings."""
         key = self._key(s.domain)
-        verify = s.verify_seconds if s.seconds is None else s.seconds - s.draft_seconds  # unsplit time: verify
-        if s.draft_seconds or verify:  # untimed records would skew the policy's goodput
-            # Validated already: the fields have their types, so no conversion (Outcome.of) is needed.
+        verify = s.verify_seconds if s.seconds is None else max(s.verify_seconds, s.seconds - s.draft_seconds)
+        if s.draft_seconds or verify:  # step_seconds > 0; unsplit time is verify time (Outcome.of), no checks
             mask, conf = s.accepted_mask, s.draft_confidence
             self.policy.update(key, Outcome(
-                s.lookahead, s.accepted, s.emitted, s.draft_seconds, verify,
-                None if mask is None else tuple(mask), None if conf is None else tuple(conf)))
+                s.lookahead, s.accepted, s.emitted, s.draft_seconds, verify, None if mask is None
+                else tuple(mask), None if conf is None else tuple(conf), s.steps, s.seconds, s.drafted))
         found = None
         if self.watch is not None:
             found = self.watch.observe(s if key == s.domain else dataclasses.replace(s, domain=key))

@@ -23,12 +23,7 @@ def arm_history(store: Store, target_version: str, draft_version: str | None = N
     ``since``, history starts at that change.
     """
     now = time.time() if now is None else now
-    since = now - DEFAULT_LOOKBACK if since is None else since
-    if draft_version is not None:
-        changed = [v.first_seen for v in store.versions() if v.role == "draft" and v.version == draft_version]
-        if changed:
-            since = max(since, min(changed))
-    since = min(since, now - 1)
+    since = pair_since(store, draft_version, since, now)
     totals = store.stats(StatsQuery(since, now, ("domain", "target_version", "lookahead"))).rows
     positions = store.stats(StatsQuery(since, now, ("domain", "target_version", "lookahead", "position"))).rows
     per_position: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
@@ -42,6 +37,17 @@ def arm_history(store: Store, target_version: str, draft_version: str | None = N
             continue
         out.setdefault(row["domain"], []).append(_arm(row, per_position.get((row["domain"], row["lookahead"]), {})))
     return out
+
+
+def pair_since(store: Store, draft_version: str | None, since: float | None, now: float) -> float:
+    """Where history of ``draft_version`` starts: ``since`` (default a day back), or the draft's first
+    sighting in the version log if later (stored rows carry no draft version)."""
+    since = now - DEFAULT_LOOKBACK if since is None else since
+    if draft_version is not None:
+        changed = [v.first_seen for v in store.versions() if v.role == "draft" and v.version == draft_version]
+        if changed:
+            since = max(since, min(changed))
+    return min(since, now - 1)
 
 
 def switch_states(store: Store, domains: list[str] | None = None) -> dict[str, bool]:

@@ -41,10 +41,7 @@ class Decision:
     policy: str = ""
 
 
-class Outcome(NamedTuple):
-    """What one step cost and gave; built from a StepRecord (or anything with its attribute names).
-    A named tuple: immutable like a frozen dataclass, and several times cheaper to build on the hot path."""
-
+class _OutcomeFields(NamedTuple):
     lookahead: int
     accepted: int
     emitted: int
@@ -52,19 +49,48 @@ class Outcome(NamedTuple):
     verify_seconds: float
     accepted_mask: tuple[int, ...] | None = None
     draft_confidence: tuple[float, ...] | None = None
+    steps: int = 1
+    seconds: float = 0.0
+    drafted: int = 0
+
+
+class Outcome(_OutcomeFields):
+    """What one step, or an aggregate of ``steps`` steps of one request, cost and gave; built from a
+    StepRecord (or anything with its attribute names). ``seconds`` is the step time (default draft_seconds
+    + verify_seconds; from a record whose engine does not split them, its ``seconds``, the unsplit part
+    counted as verify time as storage keeps it, so draft + verify = seconds), ``drafted`` the drafted tokens
+    (default lookahead * steps). Rewards are goodput, emitted / seconds, one observation per outcome
+    whatever its size. An aggregate (``aggregate``) has no per-position fields. A named tuple: immutable
+    like a frozen dataclass, and several times cheaper to build on the hot path."""
+
+    __slots__ = ()
+
+    def __new__(cls, lookahead: int, accepted: int, emitted: int, draft_seconds: float, verify_seconds: float,
+                accepted_mask: tuple[int, ...] | None = None, draft_confidence: tuple[float, ...] | None = None,
+                steps: int = 1, seconds: float | None = None, drafted: int | None = None) -> "Outcome":
+        return tuple.__new__(cls, (lookahead, accepted, emitted, draft_seconds, verify_seconds, accepted_mask,
+                                   draft_confidence, steps,
+                                   draft_seconds + verify_seconds if seconds is None else seconds,
+                                   lookahead * steps if drafted is None else drafted))
 
     @property
-    def seconds(self) -> float:
-        return self.draft_seconds + self.verify_seconds
+    def aggregate(self) -> bool:
+        """Several steps, or fewer tokens drafted than K: the positions are unknown."""
+        return self.steps != 1 or self.drafted != self.lookahead
 
     @classmethod
     def of(cls, step: Any) -> "Outcome":
         if isinstance(step, Outcome):
             return step
         mask, conf = getattr(step, "accepted_mask", None), getattr(step, "draft_confidence", None)
-        return cls(int(step.lookahead), int(step.accepted), int(step.emitted), float(step.draft_seconds),
-                   float(step.verify_seconds), tuple(mask) if mask is not None else None,
-                   tuple(conf) if conf is not None else None)
+        seconds, drafted = getattr(step, "seconds", None), getattr(step, "drafted", None)
+        draft, verify = float(step.draft_seconds), float(step.verify_seconds)
+        if seconds is not None:  # time the engine did not split counts as verify time, as storage keeps it
+            verify = max(verify, float(seconds) - draft)
+        return cls(int(step.lookahead), int(step.accepted), int(step.emitted), draft, verify,
+                   tuple(mask) if mask is not None else None,
+                   tuple(conf) if conf is not None else None, int(getattr(step, "steps", 1)),
+                   None if seconds is None else float(seconds), None if drafted is None else int(drafted))
 
 
 @dataclass(frozen=True, slots=True)

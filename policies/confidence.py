@@ -151,9 +151,9 @@ class ConfidenceStop(Policy):
         g, s = self._decay, st.sums
         if k > 0 and st.limits is not None:  # a step drafted under the fitted gain rule
             p = st.spec
-            p[0], p[1], p[2] = p[0] * g + 1.0, p[1] * g + outcome.emitted, p[2] * g + outcome.seconds
+            p[0], p[1], p[2] = p[0] * g + outcome.steps, p[1] * g + outcome.emitted, p[2] * g + outcome.seconds
         s[0] = s[0] * g + outcome.draft_seconds
-        s[1] = s[1] * g + k
+        s[1] = s[1] * g + outcome.drafted
         s[2] = s[2] * g + outcome.emitted
         s[3] = s[3] * g + outcome.seconds
         if st.steps >= st.next_fit:

@@ -37,10 +37,10 @@ class Heuristic(Policy):
         return self.decision(k, f"heuristic: K={k} {self._why.get(domain, 'start')}")
 
     def update(self, domain: str, outcome: Outcome) -> "Heuristic":
-        if outcome.lookahead <= 0:
+        if outcome.lookahead <= 0 or outcome.drafted <= 0:
             return self
         k = self._k.get(domain, self.start)
-        if outcome.accepted >= outcome.lookahead:
+        if outcome.accepted >= outcome.drafted:  # an aggregate: every drafted token of its steps
             self._k[domain], self._why[domain] = min(k + 2, self.kmax), "(+2: last draft fully accepted)"
         else:
             self._k[domain], self._why[domain] = max(k - 1, 1), "(-1: last draft had a rejection)"

@@ -2,12 +2,14 @@
 
 Per domain it keeps discounted sums (halflife counted in the domain's steps, so a target update that
 collapses acceptance fades the old evidence): drafts that reached / were accepted at each position, and
-steps, draft seconds and verify seconds per K. Every ``refresh_every`` steps it estimates conditional
-acceptance per position and the step cost per K from those sums, each shrunk toward a smooth trend that
-scikit-learn re-fits every ``refit_every`` steps (``policies.fit``: logistic in position, linear in K), so
-rarely seen positions and K borrow strength from their neighbours. The K in 0..kmax maximising predicted
-goodput E[emitted | K] / E[seconds | K] wins: Leviathan et al.'s formula (arXiv 2211.17192) with
-per-position acceptance and measured costs, K = 0 included as in SmartSpec (arXiv 2406.14066).
+steps, draft seconds and verify seconds per K (an aggregate of many steps adds the per-position counts
+its mean accepted tokens imply at constant per-token acceptance: goodput.implied_lengths). Every
+``refresh_every`` steps it estimates conditional acceptance per position and the step cost per K from those
+sums, each shrunk toward a smooth trend that scikit-learn re-fits every ``refit_every`` steps
+(``policies.fit``: logistic in position, linear in K), so rarely seen positions and K borrow strength from
+their neighbours. The K in 0..kmax maximising predicted goodput E[emitted | K] / E[seconds | K] wins:
+Leviathan et al.'s formula (arXiv 2211.17192) with per-position acceptance and measured costs, K = 0
+included as in SmartSpec (arXiv 2406.14066).
 
 Positions beyond the chosen K are never observed, so with probability ``explore`` a step is a probe: one
 or two more than the best K (learns the next positions; from K = 0 it keeps checking whether speculation
@@ -28,7 +30,7 @@ from typing import Callable, Sequence
 
 from policies import fit
 from policies.base import ArmStats, Decision, Outcome, Policy
-from policies.goodput import argmax_goodput, goodput_table
+from policies.goodput import argmax_goodput, goodput_table, implied_lengths
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,26 +153,32 @@ class ModelBased(Policy):
     def update(self, domain: str, outcome: Outcome) -> "ModelBased":
         st = self._domains.get(domain) or self._new(domain)
         self._since_refit += 1
-        k, w, kmax = outcome.lookahead, st.scale, self.kmax
-        acc = min(outcome.accepted, k)
+        k, w, kmax, n = outcome.lookahead, st.scale, self.kmax, outcome.steps
         st.scale *= self._growth
         st.steps += 1
-        # Per-position counts stop at the first rejection: later drafted tokens were never verified.
-        st.reached_hist[min(acc + 1, k, kmax)] += w
-        st.accepted_hist[min(acc, kmax)] += w
+        if n == 1 and outcome.drafted == k:
+            acc = min(outcome.accepted, k)
+            # Per-position counts stop at the first rejection: later drafted tokens were never verified.
+            st.reached_hist[min(acc + 1, k, kmax)] += w
+            st.accepted_hist[min(acc, kmax)] += w
+        elif k:  # an aggregate: its positions are unknown; the lengths its mean implies (implied_lengths)
+            for acc, share in enumerate(implied_lengths(k, outcome.accepted / n)):
+                st.reached_hist[min(acc + 1, k, kmax)] += w * n * share
+                st.accepted_hist[min(acc, kmax)] += w * n * share
         if k <= kmax:
-            d, v = outcome.draft_seconds, outcome.verify_seconds
+            # time not split by the engine counts as verify time (as storage keeps it)
+            d, v = outcome.draft_seconds, outcome.seconds - outcome.draft_seconds
             pred = st.pred
             if pred is not None:
-                cap = self.clip * pred.seconds[k]
+                cap = self.clip * pred.seconds[k] * n
                 if d + v > cap > 0:
                     d, v = d * cap / (d + v), v * cap / (d + v)
                 seen, expected = st.seen, st.expected
                 seen[0] += outcome.emitted
                 seen[1] += d + v
-                expected[0] += pred.emitted[k]
-                expected[1] += pred.seconds[k]
-            st.weight[k] += w
+                expected[0] += pred.emitted[k] * n
+                expected[1] += pred.seconds[k] * n
+            st.weight[k] += w * n
             st.draft[k] += w * d
             st.verify[k] += w * v
         if st.steps >= st.next_refresh:

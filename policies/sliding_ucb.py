@@ -141,8 +141,9 @@ class SlidingWindowUCB(Policy):
                                      f"(mean {mean:.0f}, n={w.n[best_k]} of last {len(w.steps)})")
 
     def update(self, domain: str, outcome: Outcome) -> "SlidingWindowUCB":
-        """Learn from one step. Steps outside 0..kmax, or without measured time, carry no goodput here."""
-        k, seconds = outcome.lookahead, outcome.draft_seconds + outcome.verify_seconds
+        """Learn from one step (or one aggregate of steps: one observation of its tokens and time). Steps
+        outside 0..kmax, or without measured time, carry no goodput here."""
+        k, seconds = outcome.lookahead, outcome.seconds
         if 0 <= k <= self.kmax and seconds > 0:
             w = self._domains.get(domain) or self._new(domain)
             w.push(k, float(outcome.emitted), seconds, self.window)

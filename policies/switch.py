@@ -167,8 +167,7 @@ class Switch:
         s.step = step = s.step + 1
         if s.reconsider_left:
             s.reconsider_left -= 1
-        k, emitted = outcome.lookahead, outcome.emitted
-        seconds = outcome.draft_seconds + outcome.verify_seconds
+        k, emitted, seconds = outcome.lookahead, outcome.emitted, outcome.seconds  # an aggregate: one observation
         arm = s.arms.get(k)
         if arm is None:
             arm = s.arms[k] = DecayingSums(cfg.baseline_halflife if k == 0 else cfg.halflife)
@@ -183,10 +182,10 @@ class Switch:
                 s.probes = s.probes or DecayingSums(halflife)
                 s.probe_acceptance = s.probe_acceptance or DecayingSums(halflife)
                 s.probes.add(step, emitted, seconds)
-                s.probe_acceptance.add(step, outcome.accepted, k)
+                s.probe_acceptance.add(step, outcome.accepted, outcome.drafted)
             elif s.watch_left > 0:
                 s.watch_left -= 1
-                s.watch_drafted += k
+                s.watch_drafted += outcome.drafted
                 s.watch_accepted += outcome.accepted
                 if self._collapsed(s):
                     return self._flip(domain, s, False, self._collapse_reason(s))

@@ -118,8 +118,9 @@ class DiscountedThompson(Policy):
                                      f"(mean {r:.0f}, n={n:.0f})")
 
     def update(self, domain: str, outcome: Outcome) -> "DiscountedThompson":
-        """Learn from one step. Steps outside 0..kmax, or without measured time, carry no goodput here."""
-        k, seconds = outcome.lookahead, outcome.draft_seconds + outcome.verify_seconds
+        """Learn from one step (or one aggregate of steps: one observation of its tokens and time). Steps
+        outside 0..kmax, or without measured time, carry no goodput here."""
+        k, seconds = outcome.lookahead, outcome.seconds
         if 0 <= k <= self.kmax and seconds > 0:
             state = self._domains.get(domain) or self._new(domain)
             state.arms.push(k, outcome.emitted, seconds)

@@ -71,9 +71,14 @@ def test_seconds_may_equal_the_split_times_up_to_rounding():
                                               "verify_seconds": 0.2})) == split
 
 
-def test_the_fast_path_never_passes_an_aggregate_field_the_checks_reject():
-    from agent.records import _plainly_valid
+def test_records_with_aggregate_fields_always_take_the_field_checks(monkeypatch):
+    checked = []
+    monkeypatch.setattr(StepRecord, "_check", lambda self, *args, **kwargs: checked.append(self) or self)
+    plain = StepRecord(**GOOD)
+    plain.validate()
+    assert checked == []  # the fast path takes the common record
     for change in ({"steps": 2}, {"steps": 0}, {"steps": True}, {"drafted": 9}, {"seconds": -1.0},
                    {"pool": ""}, {"drafted": 3}, {"seconds": 0.5}, {"pool": "k3"}):
         record = StepRecord(**{**GOOD, **change})
-        assert not _plainly_valid(record, None, 64)  # aggregate fields always take the field checks
+        record.validate()
+        assert checked[-1] is record, change  # never passed by the fast path alone

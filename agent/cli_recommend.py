@@ -1,0 +1,112 @@
+"""``specwatch recommend``: per domain and pod-wide, the K the history supports, as engines' start-up flags."""
+
+from __future__ import annotations
+
+import json
+import time
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from agent import engine_flags
+from agent.cli import Format, console, emit_rows, fail
+from agent.cli_stats import DbOption, open_store
+from agent.recommend import Recommendation, pool_name, recommend
+from agent.times import iso, parse_time
+from storage import StoreError
+
+EXAMPLE = "Example: specwatch recommend --db sqlite:///specwatch.db --since 24h --engine llamacpp --draft draft.gguf"
+Engine = Enum("Engine", {e: e for e in (*engine_flags.ENGINES, "all")}, type=str)
+
+
+def recommend_cmd(
+    db: DbOption = None,
+    since: Annotated[str, typer.Option(help="History from: a span back from now (30m, 24h, 7d) or an ISO time.")
+                     ] = "24h",
+    domain: Annotated[Optional[str], typer.Option(help="Only this domain (the pod-wide K then fits it alone).")
+                      ] = None,
+    engine: Annotated[Engine, typer.Option(help="Flags for llamacpp, vllm, sglang, trtllm or all.")] = Engine.all,
+    draft: Annotated[str, typer.Option(help="The draft model's path or id, as the flags should name it.")
+                     ] = engine_flags.DRAFT,
+    fmt: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
+) -> None:
+    """Per domain, the lookahead K (0: speculation off) of best measured goodput (tokens per second of step
+    time, K = 0 included) in the history of the latest target and draft versions, with how clear the choice
+    is, or "not enough data"; then one K for the whole pod (an engine's K is fixed at start-up for every
+    domain: the K of best goodput over the domains' traffic) and which domains gain from a pool of their own.
+    Each K is printed as the engines' own start-up flags."""
+    now = time.time()
+    try:
+        start = parse_time(since, now)
+    except ValueError as exc:
+        raise fail(str(exc))
+    store = open_store(db)
+    try:
+        result = recommend(store, since=start, now=now, domain=domain)
+    except (StoreError, ValueError) as exc:
+        raise fail(str(exc))
+    finally:
+        store.close(flush=False)
+    engines = engine_flags.ENGINES if engine is Engine.all else (engine.value,)
+    if fmt is Format.json:
+        print(json.dumps({**result.to_dict(), "flags": flag_table(result, engines, draft)}, indent=2))
+    elif fmt is Format.csv:
+        emit_rows(csv_rows(result, engines, draft), fmt)
+    else:
+        show(result, engines, draft)
+
+
+def flag_table(result: Recommendation, engines: tuple[str, ...], draft: str) -> dict:
+    """{engine: {"pod": flags, "domains": {domain: flags}}}; None where there is no K to print."""
+    def of(engine: str, k: int | None) -> str | None:
+        return None if k is None else engine_flags.flags(engine, k, draft)
+    return {e: {"pod": of(e, result.pod.lookahead), "domains": {d.domain: of(e, d.lookahead) for d in result.domains}}
+            for e in engines}
+
+
+def rows(result: Recommendation) -> list[dict]:
+    out = []
+    for d in result.domains:
+        plain, best = d.goodput(0), None if d.lookahead is None else d.goodput(d.lookahead)
+        out.append({"domain": d.domain, "lookahead": d.lookahead, "speculate": d.speculate,
+                    "pool": None if d.lookahead is None else pool_name(d.lookahead), "tokens_per_second": best,
+                    "speedup": best / plain if best and plain else None,
+                    "steps": sum(a.steps for a in d.arms), "reason": d.reason})
+    return out
+
+
+def csv_rows(result: Recommendation, engines: tuple[str, ...], draft: str) -> list[dict]:
+    table = flag_table(result, engines, draft)
+    out = [{**row, **{f"{e}_flags": table[e]["domains"][row["domain"]] for e in engines}} for row in rows(result)]
+    pod = result.pod
+    out.append({"domain": "(pod)", "lookahead": pod.lookahead,
+                "speculate": None if pod.lookahead is None else pod.lookahead > 0,
+                "pool": None if pod.lookahead is None else pool_name(pod.lookahead),
+                "tokens_per_second": pod.goodput, "speedup": None, "steps": None, "reason": pod.reason,
+                **{f"{e}_flags": table[e]["pod"] for e in engines}})
+    return out
+
+
+def show(result: Recommendation, engines: tuple[str, ...], draft: str) -> None:
+    if result.target_version is None:
+        console.print("no history stored: nothing to recommend", highlight=False)
+        return
+    title = (f"target {result.target_version}, draft {result.draft_version}: "
+             f"{iso(result.since)} .. {iso(result.until)}")
+    if result.domains:
+        emit_rows(rows(result), Format.table, title=title)
+    else:
+        console.print(f"{title}: no steps", highlight=False)
+    pod = result.pod
+    console.print(f"\npod-wide: {pod.reason}", highlight=False)
+    for r in pod.routes:
+        console.print(f"  route {r.domain} to a pool with K={r.lookahead} (proxy pool {pool_name(r.lookahead)}): "
+                      f"+{r.gain:.0%} goodput over the pod's K", highlight=False)
+    table = flag_table(result, engines, draft)
+    for e in engines:
+        console.print(f"\n{engine_flags.NAMES[e]}", highlight=False)
+        console.print(f"  pod-wide: {table[e]['pod'] or '(not enough data)'}", highlight=False, soft_wrap=True)
+        for d in result.domains:
+            console.print(f"  {d.domain}: {table[e]['domains'][d.domain] or '(not enough data)'}",
+                          highlight=False, soft_wrap=True)
