@@ -29,6 +29,9 @@ import httpx
 from agent import settings
 
 LOOPBACK = "127.0.0.1"
+# llama.cpp's defaults on CPU (f16 KV cache, flash attention) move log-probabilities by ~1e-3 from a float32
+# reference; with these extra_args an f32 GGUF's log-probabilities equal transformers' float32 to ~1e-5.
+EXACT_ARGS = ("-ctk", "f32", "-ctv", "f32", "-fa", "off")
 
 
 class LlamaServerError(RuntimeError):

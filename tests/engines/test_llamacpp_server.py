@@ -4,9 +4,9 @@ installed (`make engine` or `pip install 'specwatch[engine]'`; CI installs it)."
 
 import httpx
 import pytest
-from llama_helpers import hf_greedy, server_greedy
+from llama_helpers import hf_greedy, hf_logprobs, server_complete, server_greedy
 
-from agent.engines.llamacpp import LlamaServer, LlamaServerConfig, LlamaServerError, find_binary
+from agent.engines.llamacpp import EXACT_ARGS, LlamaServer, LlamaServerConfig, LlamaServerError, find_binary
 from agent.kit import gguf as kit_gguf
 from agent.kit import layout, tokenizer
 from agent.kit.load import load_model
@@ -29,6 +29,13 @@ def _serve(tmp_path_factory, model, **kwargs):
 @pytest.fixture(scope="module")
 def plain(tiny_gguf, tmp_path_factory):
     server = _serve(tmp_path_factory, tiny_gguf["target-v1"].path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def exact(tiny_gguf, tmp_path_factory):
+    server = _serve(tmp_path_factory, tiny_gguf["target-v1"].path, extra_args=EXACT_ARGS)
     yield server
     server.stop()
 
@@ -70,6 +77,20 @@ def test_greedy_equals_transformers(plain, target, prompts):
             assert timings["predicted_n"] == len(ours) and not timings.get("draft_n")
 
 
+def test_top_logprobs_equal_transformers(exact, target, prompts):
+    """Every forward pass, not only its argmax: llama.cpp's top-5 log-probabilities at each generated
+    position equal transformers' (float32 both, EXACT_ARGS; the tiny kit's greedy text is repetitive,
+    its log-probabilities are not)."""
+    for domain, batch in prompts.items():
+        for ids in batch:
+            answer = server_complete(exact.base_url, ids, 16, n_probs=5)
+            theirs = hf_logprobs(target, ids, answer["tokens"])
+            for position, step in enumerate(answer["completion_probabilities"]):
+                for entry in step["top_logprobs"]:
+                    assert entry["logprob"] == pytest.approx(theirs[position, entry["id"]].item(), abs=1e-4), \
+                        (domain, position)
+
+
 def test_speculative_greedy_equals_transformers_and_drafts(speculative, target, prompts):
     drafted = accepted = 0
     for domain, batch in prompts.items():
@@ -101,13 +122,21 @@ def test_the_last_streamed_chunk_carries_the_draft_counts(speculative, prompts):
     assert timed and timed[-1] is chunks[-1] and chunks[-1]["timings"]["draft_n"] > 0
 
 
-def test_an_export_without_the_qk_permutation_fails_greedy_equality(kit_home, target, prompts, tmp_path,
-                                                                    tmp_path_factory, monkeypatch):
-    """Power: q/k rows in HF's order give llama.cpp another model; some greedy output must differ."""
+def test_an_export_without_the_qk_permutation_fails(kit_home, target, prompts, tmp_path, tmp_path_factory,
+                                                   monkeypatch):
+    """Power: q/k rows in HF's order give llama.cpp another model; the two checks above must fail on it."""
     monkeypatch.setattr(kit_gguf, "rope_interleave", lambda weight, heads: weight)
     path = tmp_path / "unpermuted.gguf"
     kit_gguf.export_model(layout.kit_dir("tiny", kit_home) / "target-v1", path)
-    with _serve(tmp_path_factory, path) as server:
-        same = [server_greedy(server.base_url, ids, NEW_TOKENS)[0] == hf_greedy(target, ids, NEW_TOKENS)
-                for batch in prompts.values() for ids in batch]
-    assert not all(same)
+    same, error = [], 0.0
+    with _serve(tmp_path_factory, path, extra_args=EXACT_ARGS) as server:
+        for batch in prompts.values():
+            for ids in batch:
+                answer = server_complete(server.base_url, ids, NEW_TOKENS, n_probs=5)
+                same.append(answer["tokens"] == hf_greedy(target, ids, NEW_TOKENS))
+                theirs = hf_logprobs(target, ids, answer["tokens"])
+                error = max(error, *(abs(e["logprob"] - theirs[i, e["id"]].item())
+                                     for i, step in enumerate(answer["completion_probabilities"])
+                                     for e in step["top_logprobs"]))
+    assert not all(same) and error > 0.05
+    assert not server.running() and server.stop() is None  # the context stopped it; stop() is idempotent
