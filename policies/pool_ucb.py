@@ -99,7 +99,7 @@ class PoolUCB(Policy):
 
     def update(self, domain: str, outcome: Outcome) -> "PoolUCB":
         """Learn from one request (or step); untimed ones and lookaheads outside 0..kmax carry nothing."""
-        k, seconds = outcome.lookahead, outcome.draft_seconds + outcome.verify_seconds
+        k, seconds = outcome.lookahead, outcome.seconds  # a request's whole engine time
         if 0 <= k <= self.kmax and seconds > 0:
             self._state(domain).push(k, float(outcome.emitted), seconds)
         return self
