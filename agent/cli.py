@@ -67,7 +67,7 @@ def _cell(value) -> str:
 
 
 def _register() -> None:
-    from agent import cli_alerts, cli_db, cli_demo, cli_recommend, cli_serve, cli_stats
+    from agent import cli_alerts, cli_db, cli_demo, cli_proxy, cli_recommend, cli_serve, cli_stats
     from agent.cli_decode import decode
     from agent.cli_models import models_app
     from agent.cli_scrape import EXAMPLE as SCRAPE_EXAMPLE, scrape
@@ -81,6 +81,7 @@ def _register() -> None:
     app.add_typer(cli_db.db_app, name="db")
     app.command(epilog=SCRAPE_EXAMPLE)(scrape)
     app.command(epilog=cli_serve.EXAMPLE)(cli_serve.serve)
+    app.command(epilog=cli_proxy.EXAMPLE)(cli_proxy.proxy)
     app.command("recommend", epilog=cli_recommend.EXAMPLE)(cli_recommend.recommend_cmd)
 
 

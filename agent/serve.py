@@ -144,13 +144,22 @@ def serve(config: SidecarConfig, runtime: Runtime | None = None) -> int:
         log.warning("binding %s without a token: anyone who reaches this port can post records", config.host)
     if runtime.generator is not None:
         runtime.generator.load_in_background(lambda: models.load(config))
-    server = _Server(uvicorn_config(config, runtime.app), watchdog=lambda: _watchdog(config.shutdown_seconds))
+    return run_until_signal(runtime, uvicorn_config(config, runtime.app), config.shutdown_seconds,
+                            lambda: log.info("specwatch sidecar on %s: policy %s, db %s, %d domain(s) warm-started%s",
+                                             config.url, config.policy, redact.redact_url(config.db),
+                                             len(runtime.warmed),
+                                             f", step ring {config.ring!r}" if config.ring else ""))
+
+
+def run_until_signal(runtime: Any, server_config: uvicorn.Config, shutdown_seconds: float, announce: Any) -> int:
+    """Serve ``runtime.app`` under uvicorn until SIGTERM/SIGINT, then ``runtime.close()`` (flush, persist)
+    within ``shutdown_seconds`` (the watchdog ends the process otherwise); the exit code (0: clean)."""
+    server = _Server(server_config, watchdog=lambda: _watchdog(shutdown_seconds))
     # uvicorn re-raises the signal it caught once it has stopped; these handlers make that (and a second
     # signal during the final flush) harmless, so the flush always completes.
     previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
     runtime.start()
-    log.info("specwatch sidecar on %s: policy %s, db %s, %d domain(s) warm-started%s", config.url,
-             config.policy, redact.redact_url(config.db), len(runtime.warmed), f", step ring {config.ring!r}" if config.ring else "")
+    announce()
     try:
         server.run()
     finally:

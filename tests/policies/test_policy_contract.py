@@ -9,7 +9,7 @@ from policies import registry
 from policies.base import ArmStats, Decision, Policy
 from synthetic_world import World
 
-NAMES = ["fixed:3", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop"]
+NAMES = ["fixed:3", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop", "pool-ucb"]
 ALL = NAMES + [n + "+switch" for n in NAMES]
 
 

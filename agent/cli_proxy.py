@@ -1,0 +1,84 @@
+"""``specwatch proxy``: an OpenAI-compatible reverse proxy in front of llama.cpp server pools."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Optional
+
+import typer
+
+from agent.cli import fail
+
+EXAMPLE = ("Example: specwatch proxy --upstream k4=http://127.0.0.1:8081 --upstream off=http://127.0.0.1:8082 "
+           "--domain-rule model:coder=code --db sqlite:///specwatch.db --port 8788")
+
+
+def proxy(
+    upstream: Annotated[list[str], typer.Option(
+        help="A pool, NAME=URL: kN serves with draft length N, off without a draft (repeat).")],
+    domain_rule: Annotated[Optional[list[str]], typer.Option(
+        help="model:NAME=DOMAIN, path:/PREFIX=DOMAIN or metadata:KEY, tried in order after the "
+             "X-Specwatch-Domain header (repeat).")] = None,
+    draft_version: Annotated[Optional[list[str]], typer.Option(
+        help="NAME=VERSION or NAME=DRAFT.gguf (versioned by its content hash): a pool's draft version "
+             "(llama.cpp does not report its draft model; repeat).")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8788,
+    db: Annotated[Optional[str], typer.Option(
+        "--db", help="Database URL; default SPECWATCH_DB or sqlite:///specwatch.db.", show_default=False)] = None,
+    policy: Annotated[Optional[str], typer.Option(
+        help="Policy over the pools; default pool-ucb+switch with an off pool, else pool-ucb.")] = None,
+    pod: Annotated[Optional[str], typer.Option(help="This pod's name; default SPECWATCH_POD or host name.")] = None,
+    health_seconds: Annotated[float, typer.Option(help="Seconds between health checks of each pool.")] = 2.0,
+    read_timeout: Annotated[float, typer.Option(
+        help="Seconds to wait for the engine's answer or next streamed chunk (then 504).")] = 600.0,
+    connect_timeout: Annotated[float, typer.Option(help="Seconds to connect to a pool (then 502).")] = 5.0,
+    hash_models: Annotated[bool, typer.Option(
+        help="Version a GGUF the proxy can read by a sha256 of its content (else name and size).")] = True,
+) -> None:
+    """Route each request's domain to a pool, record the engine's per-request speculation figures
+    (llama.cpp timings) and learn per domain which pool's draft length pays.
+
+    Domain: the X-Specwatch-Domain header, else the first matching --domain-rule, else "default". The proxy
+    answers /health and /specwatch/{metrics,alerts,decision,pools}; every other path goes to the engine.
+    SIGTERM or Ctrl-C: stop taking requests, flush every record, persist alerts, exit 0.
+    """
+    from agent import config as cfg
+    from agent.proxy.config import ProxyConfig, ProxyConfigError, Upstream
+    from agent.proxy.domains import DomainError, DomainRule
+    from agent.proxy.run import build, serve
+    from storage import StoreError
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    for noisy in ("apscheduler", "alembic", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        drafts = dict(_pair(text, "draft_version") for text in draft_version or ())
+        upstreams = tuple(Upstream.parse(text) for text in upstream)
+        unknown = sorted(set(drafts) - {u.name for u in upstreams})
+        if unknown:
+            raise ProxyConfigError("draft_version", f"no pool named {unknown[0]}")
+        upstreams = tuple(Upstream(u.name, u.url, drafts.get(u.name)) for u in upstreams)
+        rules = tuple(DomainRule.parse(text) for text in domain_rule or ())
+        names = {u.name for u in upstreams}
+        chosen = policy or ("pool-ucb+switch" if "off" in names and len(names) > 1 else "pool-ucb")
+        kmax = max([8] + [u.lookahead for u in upstreams])
+        sidecar = cfg.load(None, {"db": db, "pod": pod, "policy": chosen, "kmax": kmax})
+        options = ProxyConfig(upstreams, rules, host=host, port=port, sidecar=sidecar,
+                              health_seconds=health_seconds, connect_seconds=connect_timeout,
+                              read_seconds=read_timeout, hash_models=hash_models)
+        runtime = build(options)
+    except (ProxyConfigError, DomainError, cfg.ConfigError) as exc:
+        raise fail(f"config: {exc}")
+    except StoreError as exc:
+        raise fail(str(exc))
+    raise typer.Exit(serve(options, runtime))
+
+
+def _pair(text: str, option: str) -> tuple[str, str]:
+    from agent.proxy.config import ProxyConfigError
+
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise ProxyConfigError(option, f"write NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()

@@ -1,0 +1,6 @@
+"""`specwatch proxy`: an OpenAI-compatible reverse proxy in front of stock engines (llama.cpp server).
+
+It reads each answer's speculation figures (llama.cpp ``timings``) into one aggregate StepRecord per request,
+and acts without patching the engine by routing each domain's requests between upstream pools that run
+with different fixed draft lengths (``kN``) or none (``off``).
+"""

@@ -1,0 +1,32 @@
+"""The proxy's own metrics (besides the sidecar's per-domain ones on the same registry): requests per pool
+and result, their wall time through the proxy, and which pools are up. Labels are pools (configured, so
+bounded) and a fixed set of results; never domains."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+RESULTS = ("recorded", "untimed", "refused", "engine_error", "connect_error", "timeout", "cancelled", "no_pool")
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class ProxyMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.requests = Counter("specwatch_proxy_requests", "Requests through the proxy by pool and result "
+                                "(recorded: a record was taken from the engine's timings).",
+                                ["pool", "result"], registry=self.registry)
+        self.seconds = Histogram("specwatch_proxy_request_seconds", "Wall time of inspected requests through "
+                                 "the proxy, first byte in to last byte out.", ["pool"], buckets=BUCKETS,
+                                 registry=self.registry)
+        self.healthy = Gauge("specwatch_proxy_pool_healthy", "1 when the pool is in rotation.", ["pool"],
+                             registry=self.registry)
+
+    def count(self, pool: str, result: str, seconds: float | None = None) -> None:
+        self.requests.labels(pool, result).inc()
+        if seconds is not None:
+            self.seconds.labels(pool).observe(seconds)
+
+    def set_health(self, pools) -> None:
+        for p in pools:
+            self.healthy.labels(p.name).set(1 if p.healthy else 0)

@@ -1,0 +1,164 @@
+"""Upstream pools: their health, their lookahead and the model versions they serve, checked in the background.
+
+Each check asks the engine's ``/health`` (llama.cpp answers 503 while loading); a pool that fails is out of
+rotation until a check passes again. A healthy pool's ``/props`` (else ``/v1/models``) is read on every check
+(cheap: the GGUF hash is cached by path, size and modification time), so a target replaced behind the proxy,
+or an engine restarted with other flags, shows in the next check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import httpx
+
+from agent.proxy.config import Upstream
+from agent.proxy.versions import FileVersions, models_id, props_lookahead, props_paths, slots_speculate
+
+log = logging.getLogger("specwatch.proxy")
+NO_DRAFT = "none"  # draft version of records from a pool without a draft when no pool has one
+
+
+@dataclass
+class Pool:
+    """One upstream and what the last check found."""
+
+    upstream: Upstream
+    lookahead: int
+    healthy: bool = False
+    target_version: str | None = None
+    draft_version: str | None = None
+    checked: float | None = None
+    error: str | None = "not checked yet"
+
+    @property
+    def name(self) -> str:
+        return self.upstream.name
+
+    @property
+    def base(self) -> str:
+        return self.upstream.base
+
+    def view(self) -> dict:
+        return {"name": self.name, "url": self.base, "lookahead": self.lookahead, "healthy": self.healthy,
+                "target_version": self.target_version, "draft_version": self.draft_version,
+                "checked": self.checked, "error": self.error}
+
+
+class Pools:
+    """The pools of one proxy. ``on_change`` is called after a check changed a pool's health, lookahead or
+    versions (the router then restricts the policy's arms)."""
+
+    def __init__(self, upstreams: tuple[Upstream, ...], files: FileVersions | None = None,
+                 timeout: float = 2.0, on_change: Callable[[], None] | None = None):
+        self.all = [Pool(u, u.lookahead) for u in upstreams]
+        self.by_name = {p.name: p for p in self.all}
+        self.files = files or FileVersions()
+        self.timeout = timeout
+        self.on_change = on_change
+
+    def healthy(self) -> list[Pool]:
+        return [p for p in self.all if p.healthy]
+
+    def draft_of(self, target_version: str | None) -> str:
+        """The draft version speculative pools serve with ``target_version`` (records of the ``off`` pool carry
+        it, as the in-process decoder's K = 0 steps carry its draft's: the pair is what is being judged)."""
+        for p in self.all:
+            if p.lookahead > 0 and p.draft_version and p.target_version == target_version:
+                return p.draft_version
+        return NO_DRAFT
+
+    async def check_all(self, client: httpx.AsyncClient) -> None:
+        changed = await asyncio.gather(*(self.check(p, client) for p in self.all))
+        if any(changed) and self.on_change is not None:
+            self.on_change()
+
+    async def run(self, client: httpx.AsyncClient, interval: float) -> None:
+        """Check every pool every ``interval`` seconds until cancelled."""
+        while True:
+            started = time.monotonic()
+            try:
+                await self.check_all(client)
+            except Exception:  # a bug in a check must not end health checking
+                log.exception("pool health check failed")
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+    async def check(self, pool: Pool, client: httpx.AsyncClient) -> bool:
+        """Check one pool; True when its health, lookahead or versions changed."""
+        before = (pool.healthy, pool.lookahead, pool.target_version, pool.draft_version)
+        try:
+            answer = await client.get(pool.base + "/health", timeout=self.timeout)
+            if answer.status_code != 200:
+                raise _Unhealthy(f"/health answered {answer.status_code}")
+            await self._read_versions(pool, client)
+        except (httpx.HTTPError, _Unhealthy) as exc:
+            if pool.healthy:
+                log.warning("pool %s out of rotation: %s", pool.name, _describe(exc))
+            pool.healthy, pool.error = False, _describe(exc)
+        else:
+            if not pool.healthy:
+                log.info("pool %s in rotation (K=%d, target %s, draft %s)", pool.name, pool.lookahead,
+                         pool.target_version, pool.draft_version)
+            pool.healthy, pool.error = True, None
+        pool.checked = time.time()
+        after = (pool.healthy, pool.lookahead, pool.target_version, pool.draft_version)
+        if before[2] is not None and after[2] is not None and before[2] != after[2]:
+            log.warning("pool %s: target changed %s -> %s", pool.name, before[2], after[2])
+        return before != after
+
+    async def _read_versions(self, pool: Pool, client: httpx.AsyncClient) -> None:
+        props = await _json(client, pool.base + "/props", self.timeout)
+        target_path, draft_path = props_paths(props)
+        if target_path is not None:
+            target = await asyncio.to_thread(self.files.of, target_path)
+        else:
+            target = models_id(await _json(client, pool.base + "/v1/models", self.timeout))
+        if target is None:
+            raise _Unhealthy("neither /props model_path nor /v1/models names the model")
+        draft = pool.upstream.draft_version
+        if draft is not None and os.path.isfile(draft):  # --draft-version may name the draft GGUF itself
+            draft_path = draft_path or draft
+        if draft_path is not None:
+            draft = await asyncio.to_thread(self.files.of, draft_path)
+        self._lookahead(pool, props, slots_speculate(await _json(client, pool.base + "/slots", self.timeout)),
+                        draft_path)
+        pool.target_version = target
+        pool.draft_version = draft if pool.lookahead > 0 else None
+
+
+    @staticmethod
+    def _lookahead(pool: Pool, props: object, speculates: bool | None, draft_path: str | None) -> None:
+        """What the engine reports about its speculation overrides the pool's name (a mismatch is logged)."""
+        named, reported = pool.upstream.lookahead, props_lookahead(props)
+        if speculates is False or (reported is not None and (named > 0 or draft_path is not None)):
+            k = 0 if speculates is False else reported
+            if k != pool.lookahead:
+                log.warning("pool %s: the engine reports %s, not K=%d as the name says; recording K=%d", pool.name,
+                            "no speculation" if speculates is False else f"draft length {k}", named, k)
+            pool.lookahead = k
+        elif speculates and named == 0 and pool.lookahead == 0:
+            log.warning("pool %s: the engine speculates but reports no draft length; its drafted tokens are "
+                        "refused (name the pool kN)", pool.name)
+        else:
+            pool.lookahead = named
+
+
+class _Unhealthy(Exception):
+    pass
+
+
+async def _json(client: httpx.AsyncClient, url: str, timeout: float) -> object:
+    try:
+        answer = await client.get(url, timeout=timeout)
+        return answer.json() if answer.status_code == 200 else None
+    except ValueError:
+        return None
+
+
+def _describe(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__

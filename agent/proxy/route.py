@@ -1,0 +1,80 @@
+"""Choosing the pool for a request: the sidecar's decision for the domain (its policy's arms are the
+lookaheads of the pools that are up), mapped to a pool; a decision for a pool that is down falls back to
+another healthy pool serving the same target version (the nearest lookahead). With one pool the proxy
+observes and recommends only: every request goes there."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from agent.proxy.pools import Pool, Pools
+from agent.sidecar import Sidecar
+from policies.base import Decision
+
+log = logging.getLogger("specwatch.proxy")
+
+
+class NoPool(Exception):
+    """No pool is healthy."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    pool: Pool
+    decision: Decision
+
+
+class Router:
+    def __init__(self, sidecar: Sidecar, pools: Pools):
+        self.sidecar, self.pools = sidecar, pools
+        self.observe_only = len(pools.all) == 1
+        self.restrictable = _restrictable(sidecar.policy)
+        self._arms: tuple[int, ...] = ()
+
+    def refresh(self) -> None:
+        """The pools changed: the policy chooses among the lookaheads of the healthy ones."""
+        arms = tuple(sorted({p.lookahead for p in self.pools.healthy()}))
+        if arms and arms != self._arms and self.restrictable is not None:
+            self.restrictable.restrict(arms)
+            log.info("policy arms now K in %s", list(arms))
+        self._arms = arms
+
+    def choose(self, domain: str) -> Route:
+        healthy = self.pools.healthy()
+        if not healthy:
+            raise NoPool("no upstream pool is healthy")
+        if self.observe_only:
+            pool = healthy[0]
+            return Route(pool, Decision(pool.lookahead, pool.lookahead > 0, "one pool: observe and recommend only",
+                                        "proxy"))
+        decision = self.sidecar.decide(domain)
+        return Route(self.pool_for(decision.lookahead, healthy), decision)
+
+    def pool_for(self, lookahead: int, healthy: list[Pool]) -> Pool:
+        """The healthy pool with this lookahead, else (it is down, or a probe asked for a K no pool has) the
+        healthy pool of the nearest lookahead serving the target that pool served."""
+        for p in healthy:
+            if p.lookahead == lookahead:
+                return p
+        wanted = next((p for p in self.pools.all if p.lookahead == lookahead), None)
+        same = [p for p in healthy if wanted is None or p.target_version == wanted.target_version] or healthy
+        return min(same, key=lambda p: (abs(p.lookahead - lookahead), p.lookahead))
+
+    def latest(self, domain: str) -> Route | None:
+        """The route of the domain's latest decision, without deciding (GETs create no state)."""
+        healthy = self.pools.healthy()
+        if not healthy:
+            return None
+        if self.observe_only:
+            return self.choose(domain)
+        decision = self.sidecar.latest(domain)
+        return None if decision is None else Route(self.pool_for(decision.lookahead, healthy), decision)
+
+
+def _restrictable(policy):
+    """The policy (or the one a wrapper such as Switched holds) that can restrict its arms."""
+    for candidate in (policy, getattr(policy, "policy", None)):
+        if candidate is not None and callable(getattr(candidate, "restrict", None)):
+            return candidate
+    return None

@@ -1,0 +1,74 @@
+"""`specwatch proxy`: build the in-process sidecar (the same store, drift watch, alerts, metrics and jobs as
+`specwatch serve`, agent/serve.py) and the proxy app, run it under uvicorn until SIGTERM/SIGINT, then flush
+every record and persist alert state, as `serve` does."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import uvicorn
+
+from agent.jobs import Intervals, Jobs
+from agent.proxy.app import Proxy, create_app
+from agent.proxy.config import ProxyConfig
+from agent.proxy.metrics import ProxyMetrics
+from agent.proxy.pools import Pools
+from agent.proxy.versions import FileVersions
+from agent.redact import redact_url
+from agent.serve import components, run_until_signal
+from agent.sidecar import Sidecar
+from policies.registry import make
+from storage import Store, StoreConfig
+
+log = logging.getLogger("specwatch.proxy")
+
+
+@dataclass
+class ProxyRuntime:
+    config: ProxyConfig
+    sidecar: Sidecar
+    jobs: Jobs
+    proxy: Proxy
+    app: object
+
+    def start(self) -> None:
+        self.jobs.start()
+
+    def close(self) -> None:
+        try:
+            self.jobs.shutdown(wait=True, final_flush=False)
+        finally:
+            self.sidecar.close()
+
+
+def build(config: ProxyConfig) -> ProxyRuntime:
+    """Open the store, wire the sidecar and the proxy (nothing started)."""
+    sc = config.sidecar
+    store = Store.open(sc.db, StoreConfig(kmax=max(16, sc.kmax), pod=sc.pod))
+    try:
+        watch, alerts, metrics = components(sc, store)
+        sidecar = Sidecar(store, make(sc.policy, sc.kmax, sc.seed), watch=watch, alerts=alerts, metrics=metrics,
+                          pod=sc.pod, max_domains=sc.max_domains, background=True)
+        sidecar.warm_start(lookback=sc.warm_lookback)
+    except BaseException:
+        store.close(flush=False)
+        raise
+    jobs = Jobs(sidecar, Intervals(sc.flush_seconds, sc.rollup_seconds, sc.prune_seconds, sc.refit_seconds,
+                                   sc.alerts_seconds))
+    registry = metrics.registry if metrics is not None else None
+    pools = Pools(config.upstreams, FileVersions(config.hash_models), timeout=min(2.0, config.connect_seconds))
+    proxy = Proxy(config, sidecar, pools, ProxyMetrics(registry))
+    return ProxyRuntime(config, sidecar, jobs, proxy, create_app(proxy))
+
+
+def serve(config: ProxyConfig, runtime: ProxyRuntime | None = None) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean shutdown)."""
+    runtime = runtime or build(config)
+    server_config = uvicorn.Config(runtime.app, host=config.host, port=config.port, lifespan="on",
+                                   access_log=False, log_level="info",
+                                   timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3)))
+    return run_until_signal(runtime, server_config, config.shutdown_seconds,
+                            lambda: log.info("specwatch proxy on %s: pools %s, policy %s, db %s", config.url,
+                                             ", ".join(f"{u.name}={u.base}" for u in config.upstreams),
+                                             config.sidecar.policy, redact_url(config.sidecar.db)))

@@ -1,0 +1,61 @@
+"""`specwatch proxy` as a process: serves, records, flushes every record on SIGTERM and exits 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+from typer.testing import CliRunner
+
+from agent.cli import _register, app
+from storage import Store
+from storage.query import StatsQuery
+from tests.proxy.fake_engine import FakeEngine
+from tests.proxy.servers import Running, free_port
+
+CLI = [sys.executable, "-c", "from agent.cli import main; main()"]
+
+
+def test_help_ends_with_an_example_and_bad_options_name_the_field():
+    _register()
+    runner = CliRunner()
+    assert "Example: specwatch proxy --upstream k4=" in runner.invoke(app, ["proxy", "--help"]).output
+    out = runner.invoke(app, ["proxy", "--upstream", "fast=http://127.0.0.1:1"])
+    assert out.exit_code == 1 and "config: upstream: pool name must be off or kN" in out.output
+    out = runner.invoke(app, ["proxy", "--upstream", "k2=http://127.0.0.1:1", "--domain-rule", "colour:x=y"])
+    assert out.exit_code == 1 and "domain_rule" in out.output
+
+
+def test_the_process_records_and_flushes_everything_on_sigterm(tmp_path):
+    engine = FakeEngine(lookahead=2, accepted=1)
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    port = free_port()
+    with Running(engine.app) as upstream:
+        proc = subprocess.Popen([*CLI, "proxy", "--upstream", f"k2={upstream.url}", "--db", db, "--port", str(port)],
+                                env={**os.environ, "SPECWATCH_POD": "cli"}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()
+                time.sleep(0.2)
+            for _ in range(3):
+                httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "p", "max_tokens": 10},
+                           headers={"X-Specwatch-Domain": "code"}).raise_for_status()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    with Store.open(db) as store:
+        (row,) = store.stats(StatsQuery(until=time.time() + 60, by=("domain",))).rows  # windows still open
+    assert (row["domain"], row["drafted"], row["accepted"]) == ("code", engine.drafted_total, engine.accepted_total)

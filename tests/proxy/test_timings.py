@@ -1,0 +1,77 @@
+"""Engine timings -> aggregate StepRecord, and the incremental SSE scan."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.proxy.timings import Served, SSETimings, aggregate, body_timings
+from agent.records import RecordError
+
+SERVED = Served("code", "k4", 4, "t@1", "d@2", "r", "pod")
+
+
+def test_aggregate_folds_the_request_into_one_record():
+    r = aggregate({"predicted_n": 30, "predicted_ms": 150.0, "draft_n": 40, "draft_n_accepted": 20}, SERVED, 5.0)
+    assert (r.steps, r.drafted, r.accepted, r.emitted, r.seconds) == (10, 40, 20, 30, 0.15)
+    assert (r.lookahead, r.pool, r.domain, r.target_version, r.draft_version) == (4, "k4", "code", "t@1", "d@2")
+    assert (r.draft_seconds, r.verify_seconds, r.timestamp, r.request_id, r.pod) == (0.0, 0.0, 5.0, "r", "pod")
+
+
+def test_a_plain_pool_records_every_token_as_a_step():
+    served = Served("code", "off", 0, "t", "d")
+    r = aggregate({"predicted_n": 7, "predicted_ms": 70}, served, 1.0)
+    assert (r.steps, r.drafted, r.accepted, r.emitted, r.lookahead) == (7, 0, 0, 7, 0)
+
+
+@pytest.mark.parametrize("timings", [None, {}, {"predicted_n": 0, "predicted_ms": 1.0}, "x",
+                                     {"predicted_n": 3, "predicted_ms": -1},
+                                     {"predicted_n": 3, "predicted_ms": 1, "draft_n": 1.5}])
+def test_nothing_to_record(timings):
+    assert aggregate(timings, SERVED, 1.0) is None
+
+
+def test_drafting_on_a_pool_without_a_draft_is_refused_naming_the_field():
+    with pytest.raises(RecordError, match="drafted"):
+        aggregate({"predicted_n": 5, "predicted_ms": 1, "draft_n": 4, "draft_n_accepted": 1},
+                  Served("d", "off", 0, "t", "d"), 1.0)
+
+
+def test_more_drafted_than_the_pool_lookahead_allows_is_refused():
+    with pytest.raises(RecordError, match="drafted"):
+        aggregate({"predicted_n": 5, "predicted_ms": 1, "draft_n": 50, "draft_n_accepted": 1}, SERVED, 1.0)
+
+
+def stream(*events) -> bytes:
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+
+def test_sse_scan_finds_the_last_timings_whatever_the_chunking():
+    body = stream({"text": "a"}, {"text": "b", "timings": {"predicted_n": 1}}, {"text": "c"},
+                  {"text": "d", "timings": {"predicted_n": 2, "draft_n": 3}})
+    for size in (1, 2, 7, 64, len(body)):
+        scan = SSETimings()
+        for i in range(0, len(body), size):
+            scan.feed(body[i:i + size])
+        scan.close()
+        assert scan.timings == {"predicted_n": 2, "draft_n": 3}, size
+
+
+def test_sse_scan_takes_a_last_line_without_newline_and_skips_garbage():
+    scan = SSETimings()
+    scan.feed(b'data: {"timings": oops}\n\ndata: {"timings": {"predicted_n": 4}}')
+    assert scan.timings is None
+    scan.close()
+    assert scan.timings == {"predicted_n": 4}
+
+
+def test_sse_scan_keeps_only_the_incomplete_line():
+    scan = SSETimings()
+    scan.feed(b"data: " + b"x" * 10_000 + b"\n\ndata: {")
+    assert scan._partial == b"data: {"
+
+
+def test_body_timings():
+    assert body_timings(b'{"timings": {"predicted_n": 3}}') == {"predicted_n": 3}
+    assert body_timings(b"[1]") is None and body_timings(b"not json") is None
