@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import signal
 import statistics
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from fault_server import Backend, BlackHole, Poster, Server, record, stored
+from fault_server import Backend, BlackHole, Poster, Server, count, record
 
 
 @dataclass
@@ -53,21 +54,22 @@ def row_a(ctx: Ctx) -> tuple[str, dict]:
             code, secs = s.stop()
             log = s.output()
         good = 99 * (first == 202) + 100 * (second == 202)
-        n = stored(db.url())
+        n, shown = count(db.url())
     finally:
         db.drop()
-    outcome = (f"POST with the bad record: {first}; exit {code}; {n} of {good} acked good records stored"
+    outcome = (f"POST with the bad record: {first}; exit {code}; {n} of {good} acked good records stored "
+               f"({shown} shown by stats)"
                + (f"; {dead_letters(log)} dead-letter log lines" if dead_letters(log) else ""))
-    return outcome, {"bad_batch_status": first, "acked_good": good, "stored": n, "lost": good - n,
-                     "exit_code": code, "shutdown_seconds": round(secs, 2)}
+    return outcome, {"bad_batch_status": first, "acked_good": good, "stored": n, "stats_shows": shown,
+                     "lost": good - n, "exit_code": code, "shutdown_seconds": round(secs, 2)}
 
 
 def _restart_then_count(db: Backend, ctx: Ctx) -> tuple[int, int]:
-    """Stored steps read right after the crash, and after a clean start and stop (a journal replays then)."""
-    before = stored(db.url())
+    """Stored steps right after the crash, and after a clean start and stop (a journal replays then)."""
+    before = count(db.url())[0]
     with Server(db.url(), ctx.tmp) as s:
         s.stop()
-    return before, stored(db.url())
+    return before, count(db.url())[0]
 
 
 def _crash(ctx: Ctx, run_for: float, rate: float) -> dict:
@@ -105,18 +107,19 @@ def row_c(ctx: Ctx) -> tuple[str, dict]:
         with Server(db.url(), ctx.tmp) as s:
             acked = sum(100 for _ in range(10) if post(s, [record() for _ in range(100)]) == 202)
             code, secs = s.stop()
-        n = stored(db.url())
+        held, n = count(db.url())
     finally:
         db.drop()
-    return (f"stats shows {n} of {acked} acked records; exit {code}",
-            {"acked": acked, "stats_steps": n, "exit_code": code, "shutdown_seconds": round(secs, 2)})
+    return (f"stats shows {n} of {acked} acked records ({held} in the database); exit {code}",
+            {"acked": acked, "stats_steps": n, "in_database": held, "exit_code": code,
+             "shutdown_seconds": round(secs, 2)})
 
 
 def row_d(ctx: Ctx) -> tuple[str, dict]:
     """PostgreSQL black-holed: /readyz and POST latency, 503s, then what was stored once it came back."""
     if ctx.kind != "postgresql":
         return "n/a (PostgreSQL only)", {}
-    hole_for = 8.0 if ctx.quick else 30.0
+    hole_for = 12.0 if ctx.quick else 30.0
     db, proxy = ctx.backend(), None
     try:
         proxy = BlackHole(5432)
@@ -124,16 +127,16 @@ def row_d(ctx: Ctx) -> tuple[str, dict]:
             poster = Poster(s.url, 500.0, batch=50)
             poster.start()
             time.sleep(3.0)
-            calm = len(poster.latencies)
             proxy.hole.set()
-            ready = _probe_readyz(s.url, hole_for)
-            proxy.hole.clear()
-            during = poster.latencies[calm:]
+            t0 = time.monotonic()
+            ready = _probe_readyz(s.url, hole_for, proxy.hole.clear)
+            t1 = t0 + hole_for
+            during = [latency for start, latency in poster.sent if t0 <= start < t1]
             statuses = dict(poster.statuses)
             time.sleep(5.0)
             poster.stop()
             code, _ = s.stop()
-        n = stored(db.url())
+        n = count(db.url())[0]
     finally:
         if proxy is not None:
             proxy.close()
@@ -149,19 +152,28 @@ def row_d(ctx: Ctx) -> tuple[str, dict]:
     return outcome, figures
 
 
-def _probe_readyz(url: str, seconds: float) -> list[tuple[int | str, float]]:
-    """(status or "timeout", seconds) of /readyz asked every second for ``seconds`` (10 s client timeout)."""
+def _probe_readyz(url: str, seconds: float, then) -> list[tuple[int | str, float]]:
+    """(status or "timeout", seconds) of /readyz asked once a second for ``seconds``, each probe on its own
+    thread (a hanging probe does not delay the next) with a 10 s client timeout; ``then()`` runs when the
+    last probe has started (the fault ends), before waiting for the answers."""
     out: list[tuple[int | str, float]] = []
-    end = time.monotonic() + seconds
-    with httpx.Client(base_url=url, timeout=10.0) as client:
-        while time.monotonic() < end:
-            t0 = time.monotonic()
-            try:
-                status: int | str = client.get("/readyz").status_code
-            except httpx.HTTPError:
-                status = "timeout"
-            out.append((status, time.monotonic() - t0))
-            time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))
+
+    def probe() -> None:
+        t0 = time.monotonic()
+        try:
+            status: int | str = httpx.get(f"{url}/readyz", timeout=10.0).status_code
+        except httpx.HTTPError:
+            status = "timeout"
+        out.append((status, time.monotonic() - t0))
+
+    probes = []
+    for _ in range(int(seconds)):
+        probes.append(threading.Thread(target=probe, daemon=True))
+        probes[-1].start()
+        time.sleep(1.0)
+    then()
+    for t in probes:
+        t.join(12.0)
     return out
 
 

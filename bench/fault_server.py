@@ -150,6 +150,34 @@ def stored(db: str, env: dict[str, str] | None = None) -> int:
     return int(sum(r.get("steps", 0) for r in rows))
 
 
+def in_db(db: str) -> int:
+    """Steps that reached the database, for counting loss apart from visibility: the largest count among
+    the window tier, the minute tier and the planner's own answer (each tier alone may lag or be pruned).
+    0 when there is no schema yet."""
+    if sys.path[0] != str(REPO):  # bench/storage.py must not shadow the storage package
+        sys.path.insert(0, str(REPO))
+    from storage import StatsQuery, Store, StoreError
+
+    try:
+        store = Store.open(db, migrate_schema=False)
+    except StoreError:
+        return 0
+    try:
+        counts = [sum(r["steps"] or 0 for r in store.stats(StatsQuery(by=("domain",), tier=tier)).rows)
+                  for tier in ("window", "minute", None)]
+    finally:
+        store.db.dispose()
+    return int(max(counts))
+
+
+def count(db: str) -> tuple[int, int]:
+    """(stored, shown by stats): the larger of ``in_db`` and ``stored`` (read right after a process exits,
+    either alone has been seen to lag on this machine; both are reported), and what ``specwatch stats``
+    shows."""
+    shown = stored(db)
+    return max(shown, in_db(db)), shown
+
+
 class Poster(threading.Thread):
     """Posts ``rate`` records/s in batches of ``batch`` until stopped; counts acked records."""
 
@@ -159,6 +187,7 @@ class Poster(threading.Thread):
         self.rate, self.batch, self.domain = rate, batch, domain
         self.acked = self.posted = self.failed = 0
         self.latencies: list[float] = []
+        self.sent: list[tuple[float, float]] = []  # (monotonic start, latency) per POST
         self.statuses: dict[int, int] = {}
         self._halt = threading.Event()
 
@@ -176,6 +205,7 @@ class Poster(threading.Thread):
             except httpx.HTTPError:
                 self.failed += 1
             self.latencies.append(time.monotonic() - t0)
+            self.sent.append((t0, self.latencies[-1]))
             due = start + self.posted / self.rate
             self._halt.wait(max(0.0, due - time.monotonic()))
 

@@ -28,7 +28,8 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The repository first: bench/storage.py (a benchmark) must not shadow the storage package.
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
