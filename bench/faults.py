@@ -4,8 +4,8 @@ and dropped here), printed as the same table with what happens now and the figur
 stored, lost; RSS; latency during the fault). Not a test: it asserts nothing and reports whatever it
 measures (a row whose feature is missing says what it saw). Writes bench/results/faults.json.
 
-    python bench/faults.py                  # full run (about 20 min on 2 cores)
-    python bench/faults.py --quick          # smaller sizes and shorter faults (about 6 min)
+    python bench/faults.py                  # full run (about 45 min on 2 cores; the fuzz row ~25 of them)
+    python bench/faults.py --quick          # smaller sizes and shorter faults (about 10 min)
     python bench/faults.py --only b         # one row (or several: --only a,c,e)
     python bench/faults.py --backends sqlite
 
