@@ -3,7 +3,7 @@
 flush (1 s): closed windows and queued events to the database; rollup (1 min); retention (1 h); policy refit
 (1 s, when the policy has fits to run off the hot path: they are what lets it follow a target update and
 end a new domain's warm-up; a run fits only the domains that fell due, milliseconds each); alerts (15 s: pending -> firing, re-sends
-every 60 s inside the alert manager). Every job: max_instances=1 (a slow run is never overlapped by the
+every 60 s inside the alert manager); domains (30 s: evict idle domains, warm-start returning ones). Every job: max_instances=1 (a slow run is never overlapped by the
 next), coalesce (a backlog runs once), and a misfire grace of one interval (a run later than that is
 superseded by the next one anyway), instead of APScheduler's default of 1 s that silently drops late runs.
 """
@@ -36,6 +36,7 @@ class Intervals:
     prune: float = 3600.0
     refit: float = 1.0
     alerts: float = 15.0
+    domains: float = 30.0
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -59,7 +60,8 @@ class Jobs:
         """The jobs this sidecar needs, by name: (interval, function)."""
         s, every = self.sidecar, self.intervals
         out: dict[str, tuple[float, Callable[[], object]]] = {
-            "flush": (every.flush, s.flush), "rollup": (every.rollup, s.rollup), "prune": (every.prune, s.prune)}
+            "flush": (every.flush, s.flush), "rollup": (every.rollup, s.rollup), "prune": (every.prune, s.prune),
+            "domains": (every.domains, s.tend_domains)}
         if s.can_refit:
             out["refit"] = (every.refit, s.refit)
         if s.alerts is not None:

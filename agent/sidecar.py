@@ -12,12 +12,12 @@ while the worker has records in hand and none is readied, ``decide`` hands out t
 rather than wait for the worker's lock (a step or two behind, never missing); with nothing in hand (the ring
 reader, an HTTP client between batches) it asks the policy, a fresh choice per call. A decoder in another
 process reaches the same path through the step ring (agent/ring_reader.py: ``take``, ``decide``,
-``stop_state``). ``record_many`` (the HTTP route) still validates the whole
-batch on the caller's thread, so a bad request is refused with the field named. ``flush`` first waits for
-the worker, so a flush writes every record recorded before it. Neither entry point does I/O:
-switch transitions, decisions and version changes are queued and written by ``flush``, which the scheduler
-runs every second; the policy's fits run in ``refit``, another scheduler job. Thread-safe: one lock, held
-only around the policy and the watch, which are not (and never during a fit's computation).
+``stop_state``). ``record_many`` (the HTTP route) still validates the whole batch on the caller's thread, so
+a bad request is refused with the field named. ``flush`` first waits for the worker, so a flush writes every
+record recorded before it. Neither entry point does I/O: switch transitions, decisions and version changes
+are queued and written by ``flush``, which the scheduler runs every second; fits run in ``refit``, idle
+domains are evicted in ``tend_domains``, other scheduler jobs. Thread-safe: one lock, held only around the
+policy and the watch, which are not (and never during a fit's computation).
 
 Records without timing (draft and verify seconds both 0, as ``specwatch scrape`` makes: it cannot know
 costs) are stored, counted in metrics and watched, but not given to the policy: its goodput estimates
@@ -35,37 +35,37 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent.domains import DEFAULT_IDLE, OTHER, Defaults, DomainSlots
 from agent.ingest import Ingest
 from agent.records import RecordError, StepRecord
-from agent.warm import DEFAULT_LOOKBACK, arm_history, latest_versions, switch_states
+from agent.transition_alerts import alert_transitions
+from agent.warm import DEFAULT_LOOKBACK, returning_history, stored_history
 from policies.base import Decision, Outcome, Policy, StopDrafting, StopState, has_refits
 from policies.switch import Transition, switch_of
 from storage import Store
 
 log = logging.getLogger(__name__)
 
-OTHER = "other"  # the shared state of domains beyond ``max_domains``
 INGEST_WAIT = 5.0  # seconds a flush or shutdown waits for the ingest worker to catch up
 MAX_PODS = 64  # pods whose model versions are tracked for change times (the flush notes all of them anyway)
-DISABLED, RESTORED = "SpeculationDisabled", "SpeculationRestored"
 
 
 class Sidecar:
     """See the module docstring. ``watch`` (alerts.watch.DriftWatch), ``alerts`` (alerts.manager.AlertManager)
-    and ``metrics`` (alerts.metrics.Metrics) are optional: None leaves that branch of the data path out."""
+    and ``metrics`` (alerts.metrics.Metrics) are optional: None leaves that branch of the data path out.
+    Domains (agent/domains.py): only records create one; ``decide`` on a domain without state answers the
+    decision a new domain starts with; ``tend_domains`` evicts those idle ``domain_idle_seconds``."""
 
     def __init__(self, store: Store, policy: Policy, *, watch: Any = None, alerts: Any = None,
                  metrics: Any = None, pod: str = "local", clock: Callable[[], float] = time.time,
-                 max_domains: int = 32, background: bool = False):
-        if type(max_domains) is not int or max_domains < 1:
-            raise ValueError(f"max_domains must be a positive integer, got {max_domains!r}")
+                 max_domains: int = 32, background: bool = False, domain_idle_seconds: float = DEFAULT_IDLE):
+        self._slots = DomainSlots(max_domains, domain_idle_seconds)
+        self._defaults = Defaults(policy)
         self.store, self.policy = store, policy
         self.watch, self.alerts, self.metrics = watch, alerts, metrics
-        self.pod, self.max_domains = pod, max_domains
+        self.pod, self.max_domains = pod, max_domains  # max_domains validated by DomainSlots
         self._clock = clock
-        self._lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._domains: set[str] = set()
+        self._lock, self._flush_lock = threading.Lock(), threading.Lock()
         # Appended under the lock, drained by flush: alerts first, then the database (retried on failure).
         self._fresh: deque[tuple[float, Transition]] = deque()
         self._unwritten: deque[tuple[float, Transition]] = deque()
@@ -131,7 +131,9 @@ class Sidecar:
         domains = self.take(steps)
         with self._lock:
             for domain in domains:
-                key = self._key(domain)
+                key = self._slots.key(domain)
+                if key is None:  # evicted meanwhile (``tend_domains``): its next record admits it again
+                    continue
                 decision = self.policy.choose(key)
                 self._stamp(key, decision)
                 self._ready[domain] = (key, decision)
@@ -144,17 +146,18 @@ class Sidecar:
                 metrics.observe(s)
         findings: list = []
         with self._lock:
+            now = self._clock()
             for s in steps:
-                found = self._feed(s)
+                found = self._feed(s, now)
                 if found:
                     findings += found
         if findings and self.alerts is not None:
             for finding in findings:
                 self.alerts.handle(finding)
 
-    def _feed(self, s: StepRecord) -> list | None:
+    def _feed(self, s: StepRecord, now: float) -> list | None:
         """Policy, watch and version log for one validated step (caller holds the lock); the findings."""
-        key = self._key(s.domain)
+        key = self._slots.admit(s.domain, now)
         verify = s.verify_seconds if s.seconds is None else max(s.verify_seconds, s.seconds - s.draft_seconds)
         if s.draft_seconds or verify:  # step_seconds > 0; unsplit time is verify time (Outcome.of), no checks
             mask, conf = s.accepted_mask, s.draft_confidence
@@ -183,7 +186,9 @@ class Sidecar:
             key, decision = ready
         else:
             with self._lock:
-                key = self._key(domain)
+                key = self._slots.key(domain)
+                if key is None:  # no records yet: no state is created for a name a caller made up
+                    return self._defaults.decide(domain)
                 decision = self.policy.choose(key)
                 self._stamp(key, decision)
         if key != domain:
@@ -199,8 +204,8 @@ class Sidecar:
 
     def _latest_of(self, domain: str) -> tuple[str, Decision] | None:
         """(state key, decision) last handed out or readied for ``domain``'s state; None for a new domain."""
-        key = domain if domain in self._domains else OTHER
-        decision = self._latest.get(key)
+        key = self._slots.key(domain)
+        decision = self._latest.get(key) if key is not None else None
         return (key, decision) if decision is not None else None
 
     def _stamp(self, key: str, decision: Decision) -> None:
@@ -214,22 +219,14 @@ class Sidecar:
     def stop_drafting(self, domain: str) -> StopDrafting | None:
         """The policy's in-step stop rule for ``domain`` (in-process decoding only)."""
         with self._lock:
-            return self.policy.stop_drafting(self._key(domain))
+            key = self._slots.key(domain)
+            return self.policy.stop_drafting(key) if key is not None else self._defaults.stop_drafting()
 
     def stop_state(self, domain: str) -> StopState | None:
         """What the stop rule of ``domain`` reads, for a decoder in another process (agent/ring_client.py)."""
         with self._lock:
-            return self.policy.stop_state(self._key(domain))
-
-    def _key(self, domain: str) -> str:
-        """``domain``, or OTHER once ``max_domains`` are known (caller holds the lock)."""
-        domains = self._domains
-        if domain in domains:
-            return domain
-        if len(domains) < self.max_domains:
-            domains.add(domain)
-            return domain
-        return OTHER
+            key = self._slots.key(domain)
+            return self.policy.stop_state(key) if key is not None else self._defaults.stop_state()
 
     def _on_transition(self, t: Transition) -> None:
         # Called by the switch inside policy.update, under the lock: queue only.
@@ -242,26 +239,48 @@ class Sidecar:
                    lookback: float = DEFAULT_LOOKBACK) -> list[str]:
         """Seed the policy (and switch) from stored history of ``target_version`` (default: the latest this
         pod stored); returns the domains seeded."""
-        if target_version is None:
-            target_version, draft_version = latest_versions(self.store, self.pod)
         now = self._clock()
-        history = arm_history(self.store, target_version, draft_version, since=now - lookback,
-                              now=now) if target_version else {}
-        states = switch_states(self.store) if self.switch is not None else {}
+        found = stored_history(self.store, self.pod, now, lookback, self.switch is not None, target_version,
+                               draft_version)
+        return self._seed(found, lambda domain: self._slots.admit(domain, now, note=False) == domain)
+
+    def _seed(self, found: dict[str, tuple[list, bool | None]], take: Callable[[str], bool]) -> list[str]:
+        """Warm-start the policy (and switch) with ``found`` (domain -> (arms, on)) for the domains ``take``
+        accepts (called under the lock); returns them."""
         seeded = []
         with self._lock:
-            for domain in sorted(set(history) | set(states)):
-                if self._key(domain) != domain:
-                    continue
-                arms = history.get(domain, [])
-                if self.switch is not None:
-                    self.policy.warm_start(domain, arms, states.get(domain))
-                else:
-                    self.policy.warm_start(domain, arms)
-                seeded.append(domain)
+            for domain in sorted(found):
+                if take(domain):
+                    arms, on = found[domain]
+                    self.policy.warm_start(*(domain, arms, on)[: 3 if self.switch is not None else 2])
+                    seeded.append(domain)
         return seeded
 
     # -- scheduler jobs --------------------------------------------------------------------------------
+    def tend_domains(self, now: float | None = None) -> tuple[list[str], list[str]]:
+        """Evict domains without a record for ``domain_idle_seconds`` (policy, switch, watch, metrics, decision
+        maps; history stays in the database); warm-start those admitted since the last run from history (one
+        evicted earlier that came back). Returns (evicted, warm-started)."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            gone = self._slots.idle(now)
+            for domain in gone:
+                self._slots.drop(domain)
+                self.policy.forget(domain)
+                if self.watch is not None:
+                    self.watch.forget(domain)
+                self._latest.pop(domain, None)
+                self._ready.pop(domain, None)
+                self._decisions.pop(domain, None)  # not yet logged: it would revive the domain's gauges
+            admitted = self._slots.take_admitted()
+        for domain in gone if self.metrics is not None else ():
+            self.metrics.forget(domain)
+        found = returning_history(self.store, self.pod, admitted, switch=self.switch is not None)
+        warmed = self._seed(found, self._slots.__contains__)
+        if gone or warmed:
+            log.info("domains: %d evicted (idle), %d warm-started, %d held", len(gone), len(warmed), len(self._slots))
+        return gone, warmed
+
     def flush(self, now: float | None = None) -> int:
         """Raise alerts for new switch transitions, write closed windows, transitions, decisions and version
         changes. ``now=math.inf`` writes open windows too (shutdown). Returns windows written."""
@@ -339,23 +358,7 @@ class Sidecar:
 
     # -- internals -------------------------------------------------------------------------------------
     def _alert_transitions(self) -> None:
-        fresh = self._fresh
-        while True:
-            try:  # the flush and the alert job both drain this queue
-                _, t = fresh.popleft()
-            except IndexError:
-                return
-            if self.alerts is None:
-                continue
-            # The alert catalogue (alerts/alert.py) writes the summary and action; firing Restored
-            # resolves Disabled once it fires.
-            notes = {"reason": t.reason, "speculative_goodput": _rate(t.speculative_goodput),
-                     "baseline_goodput": _rate(t.baseline_goodput)}
-            if t.speculate:
-                self.alerts.fire(RESTORED, t.domain, None, notes)
-            else:
-                self.alerts.resolve(RESTORED, t.domain)
-                self.alerts.fire(DISABLED, t.domain, None, notes)
+        alert_transitions(self._fresh, self.alerts)
 
     @staticmethod
     def _drain(queue: deque, write: Callable[..., Any]) -> None:
@@ -394,7 +397,3 @@ class Sidecar:
             self.metrics.set_decision(key, lookahead, on)
         for (domain, detector), value in drift.items():
             self.metrics.set_drift(domain, detector, value)
-
-
-def _rate(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.1f} tokens/s"

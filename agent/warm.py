@@ -16,16 +16,19 @@ DEFAULT_LOOKBACK = 86_400.0  # a day of history: enough to rank arms, recent eno
 
 
 def arm_history(store: Store, target_version: str, draft_version: str | None = None,
-                since: float | None = None, now: float | None = None) -> dict[str, list[ArmStats]]:
-    """Per domain, one ArmStats per lookahead seen with ``target_version`` since ``since``.
+                since: float | None = None, now: float | None = None,
+                domain: str | None = None) -> dict[str, list[ArmStats]]:
+    """Per domain (only ``domain`` when given), one ArmStats per lookahead seen with ``target_version`` since
+    ``since``.
 
     ``draft_version`` is matched through the stored version log: when the pod's draft changed after
     ``since``, history starts at that change.
     """
     now = time.time() if now is None else now
     since = pair_since(store, draft_version, since, now)
-    totals = store.stats(StatsQuery(since, now, ("domain", "target_version", "lookahead"))).rows
-    positions = store.stats(StatsQuery(since, now, ("domain", "target_version", "lookahead", "position"))).rows
+    totals = store.stats(StatsQuery(since, now, ("domain", "target_version", "lookahead"), domain)).rows
+    positions = store.stats(StatsQuery(since, now, ("domain", "target_version", "lookahead", "position"),
+                                       domain)).rows
     per_position: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
     for row in positions:
         if row["target_version"] == target_version:
@@ -76,3 +79,41 @@ def latest_versions(store: Store, pod: str) -> tuple[str | None, str | None]:
         if v.pod == pod and v.last_seen >= latest.get(v.role, (-math.inf, ""))[0]:
             latest[v.role] = (v.last_seen, v.version)
     return latest.get("target", (0, None))[1], latest.get("draft", (0, None))[1]
+
+
+RETURN_MARGIN = 120.0  # seconds: a returning domain's history ends this long before its return, so its first
+# records after the return (fed live, and bucketed by the minute in storage) are not counted twice
+
+
+def returning_history(store: Store, pod: str, admitted: list[tuple[str, float]],
+                      lookback: float = DEFAULT_LOOKBACK,
+                      switch: bool = False) -> dict[str, tuple[list[ArmStats], bool | None]]:
+    """For domains given a slot at the given times (a domain evicted while idle that came back): their
+    stored arms with ``pod``'s latest versions, up to RETURN_MARGIN before the return, and (``switch``) their
+    last stored on/off state. Domains with neither (new ones) are absent."""
+    if not admitted:
+        return {}
+    target, draft = latest_versions(store, pod)
+    states = switch_states(store, [d for d, _ in admitted]) if switch else {}
+    out: dict[str, tuple[list[ArmStats], bool | None]] = {}
+    for domain, at in admitted:
+        until = at - RETURN_MARGIN
+        arms = arm_history(store, target, draft, since=until - lookback, now=until,
+                           domain=domain).get(domain, []) if target else []
+        state = states.get(domain)
+        if arms or state is not None:
+            out[domain] = (arms, state)
+    return out
+
+
+def stored_history(store: Store, pod: str, now: float, lookback: float = DEFAULT_LOOKBACK, switch: bool = False,
+                   target_version: str | None = None,
+                   draft_version: str | None = None) -> dict[str, tuple[list[ArmStats], bool | None]]:
+    """Per domain with any: stored arms of ``target_version`` (default: the latest ``pod`` stored) over
+    ``lookback`` seconds before ``now``, and (``switch``) the last stored on/off state."""
+    if target_version is None:
+        target_version, draft_version = latest_versions(store, pod)
+    history = arm_history(store, target_version, draft_version, since=now - lookback,
+                          now=now) if target_version else {}
+    states = switch_states(store) if switch else {}
+    return {d: (history.get(d, []), states.get(d)) for d in set(history) | set(states)}

@@ -141,6 +141,18 @@ class Metrics:
                 self._alerts[name] = 0
             self._alerts.update((name, int(n)) for name, n in counts.items())
 
+    def forget(self, domain: str) -> None:
+        """Drop ``domain``'s series and free its label slot (evicted while idle). A domain counted under
+        ``other`` leaves nothing of its own to drop: the shared series stay."""
+        with self._lock:
+            self._by_domain.pop(domain, None)
+            if self._labels.pop(domain, None) != domain:
+                return
+            self._counts.pop(domain, None)
+            self._decisions.pop(domain, None)
+            for key in [k for k in self._drift if k[0] == domain]:
+                del self._drift[key]
+
     def _snapshot(self) -> tuple[dict[str, DomainCounts], dict, dict, dict]:
         with self._lock:
             return ({label: c.snapshot() for label, c in self._counts.items()}, dict(self._decisions),

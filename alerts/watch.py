@@ -209,6 +209,11 @@ class DriftWatch:
             "resolved_by": f"target {target}, draft {draft}",
             "acceptance_after": f"{lineage.flags.mean:.3f}"}, "stale-draft", resolves=True)
 
+    def forget(self, domain: str) -> "DriftWatch":
+        """Drop ``domain``'s detectors and lineages (evicted while idle); a return starts them afresh."""
+        self._domains.pop(domain, None)
+        return self
+
     def version_test(self, domain: str) -> SequentialTest | None:
         """The stale-draft test of the domain's current versions (None before any version change)."""
         d = self._domains.get(domain)

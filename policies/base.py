@@ -147,6 +147,11 @@ class Policy(ABC):
         old pair, where the policy keeps any apart from its decaying estimates. Default: nothing."""
         return self
 
+    def forget(self, domain: str) -> "Policy":
+        """Drop every trace of ``domain`` (an idle domain evicted from memory; its history stays in the
+        database and warm-starts it if it returns); returns self. Default: nothing (no per-domain state)."""
+        return self
+
     def decision(self, lookahead: int, reason: str) -> Decision:
         return Decision(lookahead, lookahead > 0, reason, self.name)
 

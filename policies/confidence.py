@@ -336,6 +336,12 @@ class ConfidenceStop(Policy):
         st = self._domains[domain] = _Domain(self.window, self.threshold, max(1, self.refit_every // 10))
         return st
 
+    def forget(self, domain: str) -> "ConfidenceStop":
+        self._domains.pop(domain, None)  # a fit in flight checks its state is still the domain's
+        if self.base is not None:
+            self.base.forget(domain)
+        return self
+
     def __repr__(self) -> str:
         return (f"ConfidenceStop({self.base!r}, rule={self.rule!r}, weight={self.weight}, "
                 f"window={self.window})")

@@ -46,5 +46,10 @@ class Heuristic(Policy):
             self._k[domain], self._why[domain] = max(k - 1, 1), "(-1: last draft had a rejection)"
         return self
 
+    def forget(self, domain: str) -> "Heuristic":
+        self._k.pop(domain, None)
+        self._why.pop(domain, None)
+        return self
+
     def __repr__(self) -> str:
         return f"Heuristic(kmax={self.kmax}, start={self.start})"

@@ -299,6 +299,10 @@ class ModelBased(Policy):
         self._domains.pop(domain, None)
         return self
 
+    def forget(self, domain: str) -> "ModelBased":
+        self._domains.pop(domain, None)  # a fit in flight checks its state is still the domain's
+        return self
+
     def __repr__(self) -> str:
         return (f"ModelBased(kmax={self.kmax}, seed={self.seed}, halflife={self.halflife:g}, "
                 f"refit_every={self.refit_every}, explore={self.explore:g})")

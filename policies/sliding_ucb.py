@@ -170,6 +170,10 @@ class SlidingWindowUCB(Policy):
         w.t = 0  # history does not count toward the horizon of fresh steps
         return self
 
+    def forget(self, domain: str) -> "SlidingWindowUCB":
+        self._domains.pop(domain, None)  # a fit in flight checks its state is still the domain's
+        return self
+
     def __repr__(self) -> str:
         return (f"SlidingWindowUCB(kmax={self.kmax}, window={self.window}, c={self.c}, "
                 f"warm_cap={self.warm_cap}, seed={self.seed})")

@@ -130,6 +130,11 @@ class Switch:
                 s.reconsider_left = self.config.reconsider_steps
         return self
 
+    def forget(self, domain: str) -> "Switch":
+        """Drop ``domain``'s state (evicted while idle): a return starts on, or from a warm start."""
+        self._domains.pop(domain, None)
+        return self
+
     def subscribe(self, listener: Callable[[Transition], None]) -> "Switch":
         """Call ``listener(transition)`` on every transition (storage, alerts)."""
         self._listeners.append(listener)

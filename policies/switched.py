@@ -73,6 +73,11 @@ class Switched(Policy):
         self.switch.reconsider()
         return self
 
+    def forget(self, domain: str) -> "Switched":
+        self.policy.forget(domain)
+        self.switch.forget(domain)
+        return self
+
     def __repr__(self) -> str:
         return f"Switched({self.policy!r})"
 

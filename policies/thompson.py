@@ -138,6 +138,10 @@ class DiscountedThompson(Policy):
                                       cap=cap, cv=self.prior_cv)
         return self
 
+    def forget(self, domain: str) -> "DiscountedThompson":
+        self._domains.pop(domain, None)  # a fit in flight checks its state is still the domain's
+        return self
+
     def __repr__(self) -> str:
         return (f"DiscountedThompson(kmax={self.kmax}, gamma={self.gamma}, prior_cv={self.prior_cv}, "
                 f"prior_weight={self.prior_weight}, warm_cap={self.warm_cap}, seed={self.seed})")

@@ -32,6 +32,10 @@ class FakeMetrics:
     def set_alerts_firing(self, counts) -> None:
         self.firing.append(dict(counts))
 
+    def forget(self, domain) -> None:
+        self.decisions = [d for d in self.decisions if d[0] != domain]
+        self.drift = {k: v for k, v in self.drift.items() if k[0] != domain}
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -51,6 +55,9 @@ class FakeWatch:
     def observe(self, record):
         self.seen.append(record)
         return [Finding("AcceptanceDrift", record.domain)] if record.domain in self.drifting else []
+
+    def forget(self, domain):
+        self.seen = [r for r in self.seen if r.domain != domain]
 
     def statistics(self):
         out = {}

@@ -154,6 +154,7 @@ def test_background_decide_never_waits_for_a_busy_worker(store):
     """While the worker holds the lock with records in hand, decide hands out the domain's latest decision at
     once; a domain never decided before asks the policy, under the lock."""
     sidecar = Sidecar(store, make("heuristic", 8), clock=Clock(), background=True)
+    sidecar.take([step("code", 2, 1, T0 - 1)])  # a known domain (an unknown one has no latest decision)
     first = sidecar.decide("code")
     got: dict[str, object] = {}
     with sidecar._lock:  # as the worker does while it feeds a batch
@@ -184,6 +185,9 @@ def test_background_decide_with_nothing_pending_asks_the_policy_every_time(store
 def test_latest_shows_the_readied_decision_without_taking_it(store):
     sidecar = Sidecar(store, make("heuristic", 8), clock=Clock(), background=True)
     assert sidecar.latest("code") is None
+    sidecar.decide("code")
+    assert sidecar.latest("code") is None  # the default answer of an unknown domain is nobody's decision
+    sidecar.take([step("code", 5, 0, T0 - 1)])
     first = sidecar.decide("code")
     assert sidecar.latest("code") is first
     for i in range(5):

@@ -53,13 +53,13 @@ def wait_for(condition, timeout: float = 20.0) -> bool:
 
 def test_jobs_run_only_where_there_is_work_with_sane_options(store):
     plain = Jobs(Sidecar(store, make("heuristic+switch")))
-    assert set(plain.jobs()) == {"flush", "rollup", "prune"}  # nothing to fit
+    assert set(plain.jobs()) == {"flush", "rollup", "prune", "domains"}  # nothing to fit
     fitted = Jobs(Sidecar(store, make("confidence-stop+switch")))
-    assert set(fitted.jobs()) == {"flush", "rollup", "prune", "refit"}  # its fits run off the hot path
+    assert set(fitted.jobs()) == {"flush", "rollup", "prune", "domains", "refit"}  # its fits run off the hot path
     assert fitted.intervals.refit <= 5  # seconds: fits are what let a policy follow a target update
     refitting = Refitting()
     wired = Jobs(Sidecar(store, refitting, alerts=FakeAlerts()), Intervals(refit=120))
-    assert set(wired.jobs()) == {"flush", "rollup", "prune", "refit", "alerts"}
+    assert set(wired.jobs()) == {"flush", "rollup", "prune", "domains", "refit", "alerts"}
     wired.start()
     try:
         jobs = {j.id: j for j in wired.scheduler.get_jobs()}

@@ -111,6 +111,7 @@ def test_a_switch_transition_is_alerted_and_stored_by_the_flush_not_before(store
 def test_decisions_are_written_by_the_flush_when_they_change(store, clock):
     metrics = FakeMetrics()
     sidecar = Sidecar(store, Spy(), metrics=metrics, clock=clock, pod="pod-a")
+    sidecar.record_many([step("code", 2, 1, T0)])  # only records give a domain state (and decisions to log)
     d = sidecar.decide("code")
     assert (d.lookahead, d.speculate, d.policy) == (2, True, "spy")
     with store.db.read() as conn:

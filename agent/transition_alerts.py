@@ -1,0 +1,33 @@
+"""The switch's transitions turned into alerts: SpeculationDisabled when a domain is switched off,
+SpeculationRestored when it comes back on (firing Restored resolves Disabled)."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+DISABLED, RESTORED = "SpeculationDisabled", "SpeculationRestored"
+
+
+def alert_transitions(fresh: deque, alerts: Any) -> None:
+    """Drain ``fresh`` ((time, policies.switch.Transition) items) into ``alerts`` (an AlertManager, or None:
+    drained and dropped)."""
+    while True:
+        try:  # the flush and the alert job both drain this queue
+            _, t = fresh.popleft()
+        except IndexError:
+            return
+        if alerts is None:
+            continue
+        # The alert catalogue (alerts/alert.py) writes the summary and action.
+        notes = {"reason": t.reason, "speculative_goodput": _rate(t.speculative_goodput),
+                 "baseline_goodput": _rate(t.baseline_goodput)}
+        if t.speculate:
+            alerts.fire(RESTORED, t.domain, None, notes)
+        else:
+            alerts.resolve(RESTORED, t.domain)
+            alerts.fire(DISABLED, t.domain, None, notes)
+
+
+def _rate(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.1f} tokens/s"
