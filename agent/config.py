@@ -47,6 +47,9 @@ class SidecarConfig:
     - ``read_timeout``: seconds a client has to send a whole request (headers and body) once it connected
       or its previous request was answered; ``keepalive_seconds``: idle keep-alive connections closed after.
     - ``max_connections``: open connections at most (uvicorn's limit_concurrency; more get 503).
+    - ``domain_idle_seconds``: a domain without records this long is evicted from memory (policy, switch,
+      drift watch, metric series); its history stays in the database and warm-starts it when it returns.
+      ``domains_seconds``: how often idle domains are looked for.
     - ``idempotency_entries``: Idempotency-Key answers remembered (each for 10 minutes; least recently
       used forgotten first).
     """
@@ -88,6 +91,8 @@ class SidecarConfig:
     keepalive_seconds: float = 5.0
     max_connections: int = 1024
     idempotency_entries: int = 16_384
+    domain_idle_seconds: float = 3600.0
+    domains_seconds: float = 30.0
 
     def __post_init__(self) -> None:
         for name in ("host", "db", "pod", "policy", "device"):
@@ -103,7 +108,8 @@ class SidecarConfig:
             raise ConfigError("pod", f"must be printable text of 1..128 characters, got {self.pod!r}")
         for name in ("warm_lookback", "flush_seconds", "rollup_seconds", "prune_seconds", "refit_seconds",
                      "alerts_seconds", "shutdown_seconds", "db_connect_seconds", "db_statement_seconds",
-                     "db_pool_seconds", "read_timeout", "keepalive_seconds"):
+                     "db_pool_seconds", "read_timeout", "keepalive_seconds", "domain_idle_seconds",
+                     "domains_seconds"):
             _positive(name, getattr(self, name))
         _int("max_unwritten", self.max_unwritten, 1, 1 << 40)
         _int("generate_concurrency", self.generate_concurrency, 1, 1024)

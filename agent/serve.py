@@ -75,14 +75,14 @@ def build(config: SidecarConfig) -> Runtime:
         watch, alerts, metrics = components(config, store)
         sidecar = Sidecar(store, make(config.policy, config.kmax, config.seed), watch=watch, alerts=alerts,
                           metrics=metrics, pod=config.pod, max_domains=config.max_domains,
-                          background=True)
+                          background=True, domain_idle_seconds=config.domain_idle_seconds)
         warmed = sidecar.warm_start(lookback=config.warm_lookback)
     except BaseException:
         store.close(flush=False)
         raise
     gen = models.Generator(sidecar) if config.models_configured else None
     jobs = Jobs(sidecar, Intervals(config.flush_seconds, config.rollup_seconds, config.prune_seconds,
-                                   config.refit_seconds, config.alerts_seconds))
+                                   config.refit_seconds, config.alerts_seconds, config.domains_seconds))
     ring = RingReader(sidecar, config.ring) if config.ring else None
     if ring is not None and sidecar.metrics is not None:
         sidecar.metrics.registry.register(RingCollector(ring))

@@ -49,13 +49,14 @@ def build(config: ProxyConfig) -> ProxyRuntime:
     try:
         watch, alerts, metrics = components(sc, store)
         sidecar = Sidecar(store, make(sc.policy, sc.kmax, sc.seed), watch=watch, alerts=alerts, metrics=metrics,
-                          pod=sc.pod, max_domains=sc.max_domains, background=True)
+                          pod=sc.pod, max_domains=sc.max_domains, background=True,
+                          domain_idle_seconds=sc.domain_idle_seconds)
         sidecar.warm_start(lookback=sc.warm_lookback)
     except BaseException:
         store.close(flush=False)
         raise
     jobs = Jobs(sidecar, Intervals(sc.flush_seconds, sc.rollup_seconds, sc.prune_seconds, sc.refit_seconds,
-                                   sc.alerts_seconds))
+                                   sc.alerts_seconds, sc.domains_seconds))
     registry = metrics.registry if metrics is not None else None
     pools = Pools(config.upstreams, FileVersions(config.hash_models), timeout=min(2.0, config.connect_seconds))
     proxy = Proxy(config, sidecar, pools, ProxyMetrics(registry))
