@@ -136,7 +136,8 @@ class Sidecar:
                     continue
                 decision = self.policy.choose(key)
                 self._stamp(key, decision)
-                self._ready[domain] = (key, decision)
+                if key == domain:  # a domain sharing ``other`` reads other's latest: no entry per name
+                    self._ready[domain] = (key, decision)
 
     def _observe(self, steps: Sequence[StepRecord]) -> None:
         """Metrics, policy, watch and alerts for validated records already counted in the store."""

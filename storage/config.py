@@ -37,8 +37,8 @@ class StoreConfig:
     max_past_seconds: int = 7 * DAY
     max_future_seconds: int = 300
     dead_letter: str | None = None
-    max_series_cached: int = 50_000
-    max_windows_kept: int = 100_000
+    max_series_cached: int = 4_096
+    max_windows_kept: int = 20_000
 
     def __post_init__(self) -> None:
         if type(self.kmax) is not int or not 1 <= self.kmax <= 256:

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from agent.api import create_app
-from test_api import client, sidecar, stored_steps  # noqa: F401 (fixtures)
+from test_api import client, stored_steps  # noqa: F401 (client is a fixture; sidecar comes from conftest.py)
 from sidecar_fakes import T0
 
 OLD = {"domain": "code", "lookahead": 4, "accepted": 2, "emitted": 3, "draft_seconds": 0.004,
