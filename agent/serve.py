@@ -28,6 +28,7 @@ from agent.jobs import Intervals, Jobs
 from agent.limits import Limits
 from agent.ring_reader import RingCollector, RingReader
 from agent.sidecar import Sidecar
+from agent.store_metrics import StoreCollector
 from policies.registry import make
 from storage import Store, StoreConfig
 from storage.engine import Timeouts
@@ -83,6 +84,8 @@ def build(config: SidecarConfig) -> Runtime:
     gen = models.Generator(sidecar) if config.models_configured else None
     jobs = Jobs(sidecar, Intervals(config.flush_seconds, config.rollup_seconds, config.prune_seconds,
                                    config.refit_seconds, config.alerts_seconds, config.domains_seconds))
+    if sidecar.metrics is not None:
+        sidecar.metrics.registry.register(StoreCollector(store))
     ring = RingReader(sidecar, config.ring) if config.ring else None
     if ring is not None and sidecar.metrics is not None:
         sidecar.metrics.registry.register(RingCollector(ring))

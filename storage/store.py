@@ -51,6 +51,7 @@ class Store:
         self._flush_lock = threading.Lock()
         self._decisions: LRU[tuple[str, str], Decision | None] = LRU(config.max_series_cached)
         self.dead_lettered = 0  # window rows the database refused, appended to ``dead_letter_path``
+        self.flush_failures = 0  # flushes that could not reach the database (their rows kept for the next)
         if not backfill:
             # An earlier process with this pod name may have written the current window (and later ones,
             # for records stamped ahead of the clock); a flush replaces totals, so this process starts
@@ -159,6 +160,7 @@ class Store:
                 self._pending.forget([(start, key) for start, key, _ in outcome.dead])
                 self.dead_lettered += len(outcome.dead)
                 if outcome.error is not None:
+                    self.flush_failures += 1
                     raise outcome.error
             if floor is not None:
                 self._pending.evict_before(floor)

@@ -18,6 +18,7 @@ from agent.proxy.versions import FileVersions
 from agent.redact import redact_url
 from agent.serve import components, run_until_signal
 from agent.sidecar import Sidecar
+from agent.store_metrics import StoreCollector
 from policies.registry import make
 from storage import Store, StoreConfig
 
@@ -58,6 +59,8 @@ def build(config: ProxyConfig) -> ProxyRuntime:
     jobs = Jobs(sidecar, Intervals(sc.flush_seconds, sc.rollup_seconds, sc.prune_seconds, sc.refit_seconds,
                                    sc.alerts_seconds, sc.domains_seconds))
     registry = metrics.registry if metrics is not None else None
+    if registry is not None:
+        registry.register(StoreCollector(store))
     pools = Pools(config.upstreams, FileVersions(config.hash_models), timeout=min(2.0, config.connect_seconds))
     proxy = Proxy(config, sidecar, pools, ProxyMetrics(registry))
     return ProxyRuntime(config, sidecar, jobs, proxy, create_app(proxy))

@@ -5,8 +5,10 @@ import json
 
 import pytest
 import sqlalchemy as sa
+from prometheus_client import CollectorRegistry
 
 from agent.records import RecordError
+from agent.store_metrics import StoreCollector
 from history import T0, step
 from storage import StatsQuery, Store, StoreConfig
 
@@ -88,6 +90,7 @@ def test_a_refused_row_is_dead_lettered_and_every_good_row_stored(make_store, tm
     store.write_records(good[3:])
     store.flush(T0 + 60)  # does not raise
     assert store.dead_lettered == 1 and store.unwritten == 0
+    assert exported(store)["specwatch_store_dead_lettered_rows_total"] == 1  # on /metrics too
     assert totals(store, until=T0 + 60) == {d: (1, 4, 2) for d in ("code", "chat", "prose", "math", "sql", "poems")}
     [line] = path.read_text().splitlines()
     row = json.loads(line)
@@ -106,6 +109,8 @@ def test_an_unreachable_database_is_retried_not_dead_lettered(make_store, db_url
     with pytest.raises(Exception):
         store.flush(T0 + 60)
     assert store.dead_lettered == 0 and store.unwritten == 2 and not (tmp_path / "dead.jsonl").exists()
+    assert {k: v for k, v in exported(store).items() if "failures" in k or "unwritten" in k} == {
+        "specwatch_store_flush_failures_total": 1, "specwatch_store_unwritten_rows": 2}
     store.db.engine.dispose()
     store.db.engine = real
     assert store.flush(T0 + 60) == 2
@@ -124,3 +129,10 @@ def test_caches_stay_bounded_with_many_domains(make_store):
     rows = totals(store, until=T0 + 400)
     assert len(rows) == 400 and rows["d0-0"] == (2, 8, 4) and store.late_records == 1
     assert sum(n for n, _, _ in rows.values()) == 401
+
+
+def exported(store) -> dict[str, float]:
+    """The store's counts as /metrics shows them (agent/store_metrics.py on a fresh registry)."""
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(store))
+    return {s.name: s.value for m in registry.collect() for s in m.samples if not s.name.endswith("_created")}
