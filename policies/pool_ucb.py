@@ -36,7 +36,7 @@ class PoolUCB(Policy):
     kmax
         Largest lookahead an arm may have.
     gamma
-        Discount per request of the domain: about 1 / (1 - gamma) requests of memory (0.9: 10), so a
+        Discount per request of the domain: about 1 / (1 - gamma) requests of memory (0.93: 14), so a
         domain whose draft went stale moves to a better pool within a few dozen requests.
     c
         Width of the bonus in relative standard deviations of per-request goodput.
@@ -46,7 +46,7 @@ class PoolUCB(Policy):
 
     name = "pool-ucb"
 
-    def __init__(self, kmax: int = 8, gamma: float = 0.9, c: float = 1.0, min_rel_sd: float = 0.1,
+    def __init__(self, kmax: int = 8, gamma: float = 0.93, c: float = 1.0, min_rel_sd: float = 0.1,
                  seed: int | None = None):
         super().__init__(kmax, seed)
         if not 0.0 < gamma < 1.0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 import shutil
+import time
 
 import pytest
 from prometheus_client import generate_latest
@@ -42,8 +43,10 @@ def metric_names(expr: str) -> set[str]:
 
 
 def realistic_records(n: int = 3000, seed: int = 7) -> list[StepRecord]:
-    """Steps of three domains with K in 0..6, a prefix-accept mask, and timing on most of them."""
+    """Steps of three domains with K in 0..6, a prefix-accept mask, and timing on most of them, stamped over
+    the last minutes (a store refuses timestamps outside its clock's skew)."""
     rng = random.Random(seed)
+    start = time.time() - n / 50 - 60
     rates = {"code": 0.8, "prose": 0.6, "chat": 0.45}
     records = []
     for i in range(n):
@@ -58,7 +61,7 @@ def realistic_records(n: int = 3000, seed: int = 7) -> list[StepRecord]:
             draft_seconds=0.0015 * k * rng.uniform(0.8, 1.3) if timed else 0.0,
             verify_seconds=rng.uniform(0.02, 0.09) if timed else 0.0,
             target_version="t-1f2e", draft_version="d-9a8b", accepted_mask=[1] * a + [0] * (k - a),
-            timestamp=1_700_000_000.0 + i / 50))
+            timestamp=start + i / 50))
     return records
 
 

@@ -133,9 +133,11 @@ def normalise(stream: bytes) -> bytes:
 
 def test_a_domain_switched_off_sends_no_request_to_the_draft_pool(pools, front, kit):
     url, runtime = front
-    switch = runtime.sidecar.policy.switch
-    switch.config = SwitchConfig(probe_fraction=0.0)
-    switch.warm_start("logs", [], on=False)
+    runtime.sidecar.policy.switch.config = SwitchConfig(probe_fraction=0.0)
+    # Switched off earlier (a stored transition), as a restarted proxy finds it: only domains with state
+    # carry a switch; an unknown one gets the default decision.
+    runtime.sidecar.store.record_transition("logs", False, "speculation does not pay")
+    assert "logs" in runtime.sidecar.warm_start()
     before = counters(pools["k4"])[PREDICTED]
     for prompt in kit["prompts"]["logs"]:
         answer = complete(url, "logs", prompt)
@@ -145,7 +147,8 @@ def test_a_domain_switched_off_sends_no_request_to_the_draft_pool(pools, front, 
 
 def test_timeouts_give_504_naming_the_pool(pools, kit):
     with proxy_in_front({"k4": pools["k4"]}, kit["tmp"] / "slow", read_seconds=0.001) as (url, _):
-        answer = complete(url, "code", kit["prompts"]["code"][0], max_tokens=120)
+        # ignore_eos: the tiny model may end at once, answering within the timeout (seen: 1 run in 3)
+        answer = complete(url, "code", kit["prompts"]["code"][0], max_tokens=400, ignore_eos=True)
     assert answer.status_code == 504 and answer.json()["error"]["pool"] == "k4"
 
 
