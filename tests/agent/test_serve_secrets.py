@@ -6,15 +6,10 @@ for each secret."""
 from __future__ import annotations
 
 import threading
-import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
-
-import pytest
-import sqlalchemy as sa
 
 from served import Served, free_port
 
-PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DB_PASSWORD = "pg-Secret-4417xq"
 HOOK_PASSWORD = "hook-Pass-9921zz"
 HOOK_PATH_TOKEN = "Zz9XyW8vU7tS6rQ5pO4n"
@@ -35,20 +30,6 @@ class Failing(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-
-@pytest.fixture
-def schema():
-    admin = sa.create_engine(PG, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            name = f"sw_secrets_{uuid.uuid4().hex[:10]}"
-            conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
-    except sa.exc.OperationalError:
-        pytest.skip("PostgreSQL is not reachable at 127.0.0.1:5432")
-    yield name
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP SCHEMA "{name}" CASCADE'))
-    admin.dispose()
 
 
 def cost_record(k: int) -> dict:
