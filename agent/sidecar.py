@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent.domains import DEFAULT_IDLE, OTHER, Defaults, DomainSlots
+from agent import memory
 from agent.ingest import Ingest
 from agent.records import RecordError, StepRecord
 from agent.transition_alerts import alert_transitions
@@ -280,6 +281,8 @@ class Sidecar:
         warmed = self._seed(found, self._slots.__contains__)
         if gone or warmed:
             log.info("domains: %d evicted (idle), %d warm-started, %d held", len(gone), len(warmed), len(self._slots))
+        if self.store.compact() or gone:
+            memory.release()
         return gone, warmed
 
     def flush(self, now: float | None = None) -> int:

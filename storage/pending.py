@@ -20,6 +20,7 @@ class PendingWindows:
     def __init__(self) -> None:
         self._totals: dict[Entry, WindowCounts] = {}
         self._unwritten: set[Entry] = set()
+        self._peak = 0  # entries held at most since the containers were last rebuilt
 
     def merge(self, closed: Windows) -> None:
         for start, series in closed.items():
@@ -28,6 +29,17 @@ class PendingWindows:
                 old = self._totals.get(entry)
                 self._totals[entry] = counts if old is None else old.merged(counts)
                 self._unwritten.add(entry)
+        self._peak = max(self._peak, len(self._totals))
+
+    def compact(self, least: int = 1024) -> bool:
+        """Rebuild the containers once they hold under half of their peak (at least ``least`` entries ago):
+        Python's dicts and sets never shrink their tables as entries go, so after a burst of windows the
+        empty tables would stay. True if rebuilt."""
+        if self._peak < least or len(self._totals) * 2 > self._peak:
+            return False
+        self._totals, self._unwritten = dict(self._totals), set(self._unwritten)
+        self._peak = len(self._totals)
+        return True
 
     def unwritten(self) -> list[tuple[int, SeriesKey, WindowCounts]]:
         return [(s, k, self._totals[(s, k)]) for s, k in sorted(self._unwritten)]

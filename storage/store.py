@@ -169,6 +169,11 @@ class Store:
                 self._aggregator.hold_from(dropped + self.config.window_seconds)
             return len(entries)
 
+    def compact(self) -> bool:
+        """Shrink the in-memory window totals after a burst that has since gone (PendingWindows.compact)."""
+        with self._flush_lock:
+            return self._pending.compact()
+
     def rollup(self, now: float | None = None) -> dict[str, int]:
         """Rebuild minute and hour buckets that ended and changed; return buckets rebuilt per tier."""
         with self.db.write(exclusive="rollup") as conn:
