@@ -35,6 +35,9 @@ class LRU(Generic[K, V]):
         for key, value in items.items():
             self.put(key, value)
 
+    def clear(self) -> None:
+        self._items = OrderedDict()  # a new table: clear() would keep the old one's size
+
     def __contains__(self, key: object) -> bool:
         return key in self._items
 

@@ -42,6 +42,13 @@ class Database:
     def __init__(self, engine: sa.Engine):
         self.engine = engine
         self.dialect = engine.dialect.name
+        self.in_memory = self.dialect == "sqlite" and engine.url.database in (None, "", ":memory:")
+
+    def close_idle(self) -> None:
+        """Close the pooled connections not in use (their caches go with them); the pool opens new ones as
+        needed. An in-memory SQLite database lives in its one connection, so it keeps it."""
+        if not self.in_memory:
+            self.engine.dispose()  # checked-out connections are closed when returned, after their work
 
     @classmethod
     def open(cls, url: str, *, must_exist: bool = False, timeouts: Timeouts | None = None) -> "Database":

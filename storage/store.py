@@ -170,9 +170,17 @@ class Store:
             return len(entries)
 
     def compact(self) -> bool:
-        """Shrink the in-memory window totals after a burst that has since gone (PendingWindows.compact)."""
+        """After a burst of windows has gone (PendingWindows.compact): shrink the window totals' tables, let
+        the caches of series ids and last decisions start over (the burst's entries are scattered through
+        the heap; the series in use are looked up again once) and close idle database connections (their
+        page caches). True if it did."""
         with self._flush_lock:
-            return self._pending.compact()
+            if not self._pending.compact():
+                return False
+            self._series_ids.clear()
+            self._decisions.clear()
+        self.db.close_idle()
+        return True
 
     def rollup(self, now: float | None = None) -> dict[str, int]:
         """Rebuild minute and hour buckets that ended and changed; return buckets rebuilt per tier."""
