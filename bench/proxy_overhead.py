@@ -6,12 +6,12 @@ bench/fast_upstream.py, a plain-asyncio stand-in that answers a fixed llama.cpp-
 so the proxy's own cost shows without the engine's variance. Per upstream and repetition, with
 ``paired()`` of bench/engine_llamacpp.py (the same request direct and through the proxy, order alternating):
 the added latency of a non-streamed completion (max_tokens 1) and the time to the first streamed byte added
-(max_tokens 4), plus the proxy process's CPU time per request of each kind. ``--compare DIR`` adds a proxy
-run from another checkout (e.g. the main branch) in front of the same upstreams, measured in the same
-rounds, for before/after figures under the same load. Goals: overhead p50 <= 1 ms, p99 <= 5 ms; first byte
+(max_tokens 4), plus the proxy process's CPU time per request of each kind. ``--compare NAME=DIR`` (repeat)
+adds a proxy run from another checkout (e.g. the main branch) in front of the same upstreams, measured in
+the same rounds, for before/after figures under the same load. Goals: overhead p50 <= 1 ms, p99 <= 5 ms; first byte
 added p50 <= 1 ms. Not a test: prints a table and writes bench/results/proxy_overhead.json.
 
-    python bench/proxy_overhead.py [--reps 3] [--pairs 400] [--compare /path/to/other/checkout]
+    python bench/proxy_overhead.py [--reps 3] [--pairs 400] [--compare NAME=/path/to/other/checkout]
 """
 
 from __future__ import annotations
@@ -62,14 +62,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=3, help="repetitions, the upstreams interleaved")
     parser.add_argument("--pairs", type=int, default=400, help="non-streamed pairs per repetition (streamed: half)")
-    parser.add_argument("--compare", type=Path, default=None, help="another checkout whose proxy to measure too")
+    parser.add_argument("--compare", action="append", default=[], metavar="NAME=DIR",
+                        help="another checkout whose proxy to measure too (repeat)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     files = gguf_files("tiny")
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     checkouts = {"this": REPO}
-    if args.compare is not None:
-        checkouts["compare"] = args.compare.resolve()
+    for text in args.compare:
+        name, _, path = text.partition("=")
+        checkouts[name] = Path(path).resolve()
     out = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
            "load_average": os.getloadavg(), "pairs": args.pairs, "reps": args.reps,
            "checkouts": {name: {"path": str(path), "commit": _commit(path)} for name, path in checkouts.items()},
