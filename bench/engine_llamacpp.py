@@ -135,18 +135,18 @@ def moved_after(pools: list[str], target: str = "off", window: int = 10, share: 
 def paired(client, direct: str, proxied: str, n: int, stream: bool) -> dict:
     """Per pair, the proxy's latency (or time to first byte) minus the direct one, in ms. A pair in which a
     kept-alive connection turned out closed is measured again (llama-server closes a connection after 100
-    requests, after a streamed answer without saying so); ``repeated`` counts them."""
+    requests, after a streamed answer without saying so); ``repeated`` counts them by the side that failed."""
     body = {"prompt": "a", "max_tokens": 4 if stream else 1, "temperature": 0.0, "stream": stream}
-    diffs, direct_ms, repeated = [], [], 0
+    diffs, direct_ms, repeated = [], [], {"direct": 0, "proxied": 0}
     for i in range(n):
         for attempt in range(3):
             try:
                 times = _pair(client, direct, proxied, body, stream, i % 2)
                 break
-            except httpx.RemoteProtocolError:
+            except httpx.RemoteProtocolError as exc:
                 if attempt == 2:
                     raise
-                repeated += 1
+                repeated["direct" if exc.args[-1] == "d" else "proxied"] += 1
         diffs.append((times["p"] - times["d"]) * 1000)
         direct_ms.append(times["d"] * 1000)
     diffs.sort()
@@ -158,16 +158,20 @@ def _pair(client, direct: str, proxied: str, body: dict, stream: bool, direct_fi
     times = {}
     for name, url in ((("d", direct), ("p", proxied)) if direct_first else (("p", proxied), ("d", direct))):
         started = time.perf_counter()
-        with client.stream("POST", url + "/v1/completions", json=body) as answer:
-            if stream:
-                chunks = answer.iter_raw()
-                next(chunks)
-                times[name] = time.perf_counter() - started
-                for _ in chunks:  # the rest of the stream, not timed
-                    pass
-            else:
-                answer.read()
-                times[name] = time.perf_counter() - started
+        try:
+            with client.stream("POST", url + "/v1/completions", json=body) as answer:
+                if stream:
+                    chunks = answer.iter_raw()
+                    next(chunks)
+                    times[name] = time.perf_counter() - started
+                    for _ in chunks:  # the rest of the stream, not timed
+                        pass
+                else:
+                    answer.read()
+                    times[name] = time.perf_counter() - started
+        except httpx.RemoteProtocolError as exc:
+            exc.args += (name,)
+            raise
     return times
 
 
