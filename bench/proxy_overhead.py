@@ -135,6 +135,7 @@ def summarise(runs: list[dict]) -> dict:
                 "p50_ms": statistics.median(f["p50_ms"] for f in figures),
                 "p99_ms": statistics.median(f["p99_ms"] for f in figures),
                 "worst_p99_ms": max(f["p99_ms"] for f in figures),
+                "max_ms": max(f["max_ms"] for f in figures),
                 "direct_p50_ms": statistics.median(f["direct_p50_ms"] for f in figures),
                 "proxy_cpu_ms_per_request": statistics.median(f["proxy_cpu_ms_per_request"] for f in figures),
                 "p50_ms_per_rep": [round(f["p50_ms"], 3) for f in figures]}
@@ -144,14 +145,14 @@ def summarise(runs: list[dict]) -> dict:
 def report(out: dict) -> None:
     table = Table(title=f"proxy overhead, paired with direct ({out['pairs']} pairs non-streamed, "
                         f"{out['pairs'] // 2} streamed, x{out['reps']}; medians over repetitions)")
-    for col in ("checkout", "upstream", "measure", "added p50 ms", "added p99 ms", "worst p99 ms",
+    for col in ("checkout", "upstream", "measure", "added p50 ms", "added p99 ms", "worst p99 ms", "max ms",
                 "direct p50 ms", "proxy CPU ms/req", "p50 per rep"):
         table.add_column(col, justify="left" if col in ("checkout", "upstream", "measure") else "right")
     for key, s in out["summary"].items():
         checkout, up, kind = key.split("/")
         commit = out["checkouts"][checkout]["commit"]
         table.add_row(f"{checkout} ({commit})", up, "latency" if kind == "overhead" else "first byte",
-                      f"{s['p50_ms']:.2f}", f"{s['p99_ms']:.2f}", f"{s['worst_p99_ms']:.2f}",
+                      f"{s['p50_ms']:.2f}", f"{s['p99_ms']:.2f}", f"{s['worst_p99_ms']:.2f}", f"{s['max_ms']:.1f}",
                       f"{s['direct_p50_ms']:.2f}", f"{s['proxy_cpu_ms_per_request']:.2f}",
                       " ".join(f"{v:.2f}" for v in s["p50_ms_per_rep"]))
     Console(width=200).print(table)
