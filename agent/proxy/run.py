@@ -75,8 +75,8 @@ def serve(config: ProxyConfig, runtime: ProxyRuntime | None = None) -> int:
     # proxy allocates from now on is still collected.
     gc.collect()
     gc.freeze()
-    # httptools (C parser) and uvloop: uvicorn's defaults without them are h11 and asyncio's loop, about
-    # 0.3 ms more CPU per request (bench/proxy_overhead.py).
+    # httptools (C parser) and uvloop: uvicorn's defaults without them are h11 and asyncio's loop, 0.15-0.25 ms
+    # more CPU and about 0.2 ms more latency per request (bench/proxy_overhead.py).
     server_config = uvicorn.Config(runtime.app, host=config.host, port=config.port, lifespan="on",
                                    http="httptools", loop="uvloop", access_log=False, log_level="info",
                                    timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3)))
