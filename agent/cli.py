@@ -102,7 +102,17 @@ def _register() -> None:
     app.command("recommend", epilog=cli_recommend.EXAMPLE)(cli_recommend.recommend_cmd)
 
 
+LONG_RUNNING = ("serve", "proxy")
+
+
 def main() -> None:
+    """The console entry point. The long-running commands first restart with the system allocator, so a
+    burst's memory goes back to the system (agent/memory.py); here, not in the commands, so that a command
+    invoked in-process (tests, an embedding program) never replaces its caller."""
+    if len(sys.argv) > 1 and sys.argv[1] in LONG_RUNNING and not {"--help", "-h"} & set(sys.argv):
+        from agent import memory
+
+        memory.restart_with_system_allocator()
     logging.getLogger("transformers").setLevel(logging.ERROR)
     _register()
     app()

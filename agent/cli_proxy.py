@@ -43,9 +43,6 @@ def proxy(
     answers /health and /specwatch/{metrics,alerts,decision,pools}; every other path goes to the engine.
     SIGTERM or Ctrl-C: stop taking requests, flush every record, persist alerts, exit 0.
     """
-    from agent import memory
-
-    memory.restart_with_system_allocator()  # memory goes back to the system after a burst (agent/memory.py)
     from agent import config as cfg
     from agent.proxy.config import ProxyConfig, ProxyConfigError, Upstream
     from agent.proxy.domains import DomainError, DomainRule

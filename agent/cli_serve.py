@@ -42,9 +42,6 @@ def serve(
     Options come from the TOML file, then SPECWATCH_* variables (SPECWATCH_PORT, SPECWATCH_TOKEN, ...), then
     these flags. SIGTERM or Ctrl-C: stop taking requests, flush everything, persist alerts, exit 0.
     """
-    from agent import memory
-
-    memory.restart_with_system_allocator()  # memory goes back to the system after a burst (agent/memory.py)
     from agent import config as cfg
     from agent import redact
     from agent.generator import ModelsUnavailable

@@ -62,3 +62,21 @@ def test_release_hands_a_bursts_free_pages_back_to_the_system():
     assert before - after > 50, (before, after)  # MB back to the system
     before, after = run("keep")  # without release the pages stay: the measure can tell the two apart
     assert before - after < 10, (before, after)
+
+
+def test_a_command_run_in_process_never_replaces_its_caller(monkeypatch, tmp_path):
+    """Only the console entry point restarts; typer's app invoked in-process (tests, embedding) must not."""
+    from typer.testing import CliRunner
+
+    from agent import cli
+
+    calls = []
+    monkeypatch.delenv("PYTHONMALLOC", raising=False)
+    monkeypatch.setattr(os, "execve", lambda *a: calls.append(a))
+    cli._register()
+    result = CliRunner().invoke(cli.app, ["serve", "--db", "not a url"])
+    assert result.exit_code != 0 and calls == []
+    monkeypatch.setattr(sys, "argv", ["specwatch", "serve", "--db", "not a url"])
+    with pytest.raises(SystemExit):
+        cli.main()
+    assert calls and calls[0][2]["PYTHONMALLOC"] == "malloc"  # the console entry point does restart
