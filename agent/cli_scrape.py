@@ -1,4 +1,4 @@
-"""``specwatch scrape``: record steps of a vLLM engine that cannot call the sidecar, from its /metrics."""
+"""``specwatch scrape``: record steps of engines that cannot call the sidecar, from their /metrics pages."""
 
 from __future__ import annotations
 
@@ -13,13 +13,26 @@ import typer
 from agent import settings
 from agent.cli import errors, fail
 
-EXAMPLE = ("Example: specwatch scrape --url http://localhost:8000/metrics --domain chat --interval 15 "
-           "--draft-version eagle-llama3-8b --db sqlite:///specwatch.db")
+EXAMPLE = (
+    "Example: specwatch scrape --url http://localhost:8000/metrics --domain chat --interval 15 "
+    "--draft-version eagle-llama3-8b --db sqlite:///specwatch.db\n\n"
+    "vLLM, one domain per served model: specwatch scrape --url http://vllm:8000/metrics --domain '{model_name}'\n\n"
+    "llama.cpp (llama-server --metrics -md draft.gguf --spec-type draft-simple): specwatch scrape "
+    "--url http://127.0.0.1:8080/metrics --domain code --sidecar http://127.0.0.1:8790\n\n"
+    "SGLang (--enable-metrics): specwatch scrape --url http://sglang:30000/metrics --domain chat\n\n"
+    "TensorRT-LLM (trtllm-serve, return_perf_metrics: true): specwatch scrape --url http://trt:8000/prometheus/metrics "
+    "--domain chat\n\n"
+    "Two engines in one process, each its own domain: specwatch scrape --url code=http://10.0.0.5:8080/metrics "
+    "--url chat=http://10.0.0.6:8000/metrics")
 
 
 def scrape(
-    url: Annotated[str, typer.Option(help="The engine's Prometheus page, e.g. http://engine:8000/metrics.")],
-    domain: Annotated[str, typer.Option(help="Domain to record the engine's steps under.")],
+    url: Annotated[list[str], typer.Option(
+        help="An engine's Prometheus page, e.g. http://engine:8000/metrics; DOMAIN=URL records that engine "
+             "under DOMAIN. Repeat for several engines, each scraped with its own state.")],
+    domain: Annotated[Optional[str], typer.Option(
+        help="Domain to record under: text, or a template with {label} placeholders ({model_name}, {model}, "
+             "{engine}, ...). Required unless every --url names its domain.", show_default=False)] = None,
     interval: Annotated[float, typer.Option(help="Seconds between scrapes.", min=0.0)] = 15.0,
     once: Annotated[bool, typer.Option(
         "--once", help="Scrape a baseline, wait --interval, record that interval's steps and exit.")] = False,
@@ -29,33 +42,50 @@ def scrape(
         help="POST the steps to a running sidecar (e.g. http://127.0.0.1:8790) instead of writing --db.",
         show_default=False)] = None,
     target_version: Annotated[Optional[str], typer.Option(
-        help="Target version to record; default the page's model_name label.", show_default=False)] = None,
+        help="Target version to record; default the page's model label (llama.cpp: its /v1/models id).",
+        show_default=False)] = None,
     draft_version: Annotated[Optional[str], typer.Option(
         help="Draft version to record; default 'unknown'.", show_default=False)] = None,
     pod: Annotated[Optional[str], typer.Option(
         help="Pod name to record; default SPECWATCH_POD or the host name.", show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="HTTP timeout in seconds.", min=0.1)] = 10.0,
 ) -> None:
-    """Read vLLM's speculative-decoding counters (vllm:spec_decode_num_drafts, _num_draft_tokens,
-    _num_accepted_tokens, _num_accepted_tokens_per_pos) every --interval seconds and record their deltas as
-    steps: one per draft, with accepted counts that reproduce every per-position count exactly.
+    """Read speculative-decoding metrics every --interval seconds and record their deltas as steps. The
+    engine is recognised from the page: vLLM (vllm:spec_decode_num_*), llama.cpp
+    (llamacpp:spec_decode_num_*), SGLang (sglang:spec_accept_length / _rate gauges with its token counter),
+    TensorRT-LLM (trtllm_spec_decode_{drafted,accepted}_tokens_total per token_position).
 
-    The first scrape is a baseline; an engine restart counts from the restart. Draft and verify seconds are
-    unknown and recorded as 0. Do not write the same --db and --pod as a running sidecar: use --sidecar.
-    SIGTERM or Ctrl-C: stop after the current scrape, flush, exit 0.
+    Per-position counts become one step per draft, reproducing every count exactly; SGLang's gauges become
+    one aggregate record per scrape (estimated: see the README). The first scrape is a baseline; an engine
+    restart counts from the restart. A page with several models records each under its own domain and pod.
+    Step time: the engine's own where its page has it, else the scrape interval. Do not write the same --db
+    and --pod as a running sidecar: use --sidecar. SIGTERM or Ctrl-C: stop after the current scrape, flush,
+    exit 0.
     """
     import httpx
 
     from agent.cli_stats import open_store
+    from agent.engine_pages import identity
     from agent.records import RecordError
-    from agent.scrape import PageError, Rejected, Scraper, SidecarSink, StoreSink, fetch, run
+    from agent.scrape import PageError, Rejected, Scraper, SidecarSink, StoreSink, run_all
+    from agent.scrape_io import fetch, fetch_model
+    from agent.scrape_names import placeholders
     from storage import StoreError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(name)s: %(message)s")
     for noisy in ("httpx", "alembic"):  # a line per request / per migration check
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if not domain.strip() or not domain.isprintable():
-        raise fail("--domain must be printable, non-empty text")
+    engines = [_split_url(u) for u in url]
+    for name, _ in engines:
+        template = name or domain
+        if template is None:
+            raise fail("--domain is required unless every --url is DOMAIN=URL")
+        try:
+            placeholders(template)
+        except ValueError as exc:
+            raise fail(f"--domain {template!r}: {exc}")
+        if not template.strip() or not template.isprintable():
+            raise fail("--domain must be printable, non-empty text")
     store = None
     with _stop_on_signals() as stop, httpx.Client(timeout=timeout, follow_redirects=True) as client:
         if sidecar:
@@ -63,33 +93,51 @@ def scrape(
         else:
             store = open_store(db, migrate_schema=True)
             sink = StoreSink(store)
-        scraper = Scraper(sink, domain=domain, target_version=target_version, draft_version=draft_version,
-                          pod=pod or settings.pod())
+
+        def identify_at(page_url):
+            def identify(engine):
+                source = identity(engine)
+                return fetch_model(client, page_url, *source) if source else None
+            return identify
+
+        targets = [(Scraper(sink, domain=name or domain, target_version=target_version,
+                            draft_version=draft_version, pod=pod or settings.pod(), url=u,
+                            several_urls=len(engines) > 1, identify=identify_at(u)),
+                    lambda u=u: fetch(client, u)) for name, u in engines]
         try:
-            written = run(scraper, lambda: fetch(client, url), interval=interval, once=once, stop=stop,
-                          report=_report)
+            written = run_all(targets, interval=interval, once=once, stop=stop, report=_report)
         except PageError as exc:
-            raise fail(f"{url}: {exc}")
+            raise fail(str(exc))
         except (RecordError, Rejected, StoreError) as exc:
             raise fail(str(exc))
         except httpx.HTTPError as exc:  # --once
-            raise fail(f"{_where(exc, url)}: {exc}")
+            raise fail(f"{_where(exc, url[0])}: {exc}")
         finally:
             if store is not None:
                 store.close()
-    errors.print(f"recorded {written} steps of domain {domain!r}", highlight=False)
+    what = f"domain {domain!r}" if domain and all(n is None for n, _ in engines) else f"{len(engines)} engine(s)"
+    errors.print(f"recorded {written} steps of {what}", highlight=False)
+
+
+def _split_url(value: str) -> tuple[str | None, str]:
+    """(domain, url) of ``DOMAIN=URL``; (None, url) of a plain URL."""
+    name, sep, rest = value.partition("=")
+    if sep and "://" in rest and "/" not in name and ":" not in name:
+        return name, rest
+    return None, value
 
 
 def _report(result) -> None:
     if result.records or result.notes:
-        errors.print(f"{result.records} steps" + "".join(f"; {note}" for note in result.notes),
+        where = f"{result.url}: " if result.url else ""
+        errors.print(where + f"{result.records} steps" + "".join(f"; {note}" for note in result.notes),
                      highlight=False)
 
 
 def _where(exc, default: str) -> str:
     try:
         return str(exc.request.url)
-    except RuntimeError:  # httpx raises when the error carries no request
+    except (AttributeError, RuntimeError):  # httpx raises when the error carries no request
         return default
 
 

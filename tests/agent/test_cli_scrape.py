@@ -8,6 +8,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import typer
@@ -24,15 +25,18 @@ app.command("noop")(lambda: None)  # two commands, so `scrape` is addressed by n
 
 
 class Server:
-    """A real HTTP server on 127.0.0.1: GET serves ``pages`` in turn (then the last again); POST bodies and
-    their Authorization headers are kept and answered with ``status``."""
+    """A real HTTP server on 127.0.0.1: GET / or /metrics serves ``pages`` in turn (then the last again), other
+    paths 404; POST bodies and their Authorization headers are kept and answered with ``status``."""
 
     def __init__(self, pages: list[str] = (), status: int = 202):
-        self.pages, self.status, self.gets, self.posts = list(pages), status, 0, []
+        self.pages, self.status, self.gets, self.posts, self.others = list(pages), status, 0, [], []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
+                if self.path not in ("/", "/metrics"):  # e.g. /v1/models, asked of llama.cpp pages
+                    server.others.append(self.path)
+                    return self._reply(404, b"not found", "text/plain")
                 body = server.pages[min(server.gets, len(server.pages) - 1)].encode()
                 server.gets += 1
                 self._reply(200, body, "text/plain; version=0.0.4; charset=utf-8")
@@ -159,3 +163,43 @@ def test_a_bad_domain_is_refused(bad):
 def test_help_ends_with_an_example():
     result = scrape("--help")
     assert result.exit_code == 0 and "Example: specwatch scrape --url" in result.output
+
+
+ENGINES = Path(__file__).parent / "fixtures" / "engines"
+
+
+def engine_page(name: str) -> str:
+    return (ENGINES / f"{name}.txt").read_text()
+
+
+def test_several_engines_in_one_process_each_with_its_own_state_and_domain(tmp_path):
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    with Server([page(1), page(2)]) as vllm, Server([engine_page("llamacpp_b11434_1"),
+                                                     engine_page("llamacpp_b11434_2")]) as llama, \
+            Server([engine_page("sglang_old_1"), engine_page("sglang_old_2")]) as sglang:
+        result = scrape("--url", f"code={vllm.url}/metrics", "--url", f"logs={llama.url}/metrics",
+                        "--url", f"{sglang.url}/metrics", "--domain", "chat", "--once", "--interval", "0",
+                        "--db", db, "--pod", "node-1")
+    assert result.exit_code == 0, result.output
+    assert (vllm.gets, llama.gets, sglang.gets) == (2, 2, 2) and "recorded 311 steps of 3 engine(s)" in result.output
+    assert llama.others == ["/v1/models"] * 2 and vllm.others == sglang.others == []  # only llama.cpp is asked
+    with Store.open(db, migrate_schema=False) as store:
+        rows = {r["domain"]: r for r in store.stats(StatsQuery(until=time.time() + 3600)).rows}
+        pods = {(v.pod, v.version) for v in store.versions() if v.role == "target"}
+    assert {d: (r["steps"], r["drafted"], r["accepted"]) for d, r in rows.items()} == {
+        "code": (300, 1200, 680), "logs": (10, 36, 36), "chat": (1914, 5742, 2272)}
+    hosts = {urlsplit(s.url).netloc for s in (vllm, llama, sglang)}
+    assert {p.split("/")[1] for p, _ in pods} == hosts and all(p.startswith("node-1/") for p, _ in pods)
+
+
+def test_a_json_page_names_the_prometheus_route():
+    with Server(['[{"iter": 3}]']) as engine:
+        result = scrape("--url", engine.url + "/metrics", "--domain", "chat", "--once", "--interval", "0",
+                        "--sidecar", "http://127.0.0.1:9")
+    assert result.exit_code == 1 and "/prometheus/metrics" in result.output and engine.url in result.output
+
+
+def test_help_has_an_example_for_each_engine():
+    result = scrape("--help")
+    for engine in ("vLLM", "llama.cpp", "SGLang", "TensorRT-LLM", "Two engines"):
+        assert engine in result.output
