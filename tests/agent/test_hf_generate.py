@@ -10,7 +10,7 @@ import pytest
 import torch
 from hf_helpers import Emitted, Forwards, Scripted
 
-from agent.hf import Steering, specwatch_generate
+from agent.hf import Steering, in_process, specwatch_generate
 from agent.sidecar import Sidecar
 from policies.registry import make
 from storage import StatsQuery, Store
@@ -103,6 +103,22 @@ def test_every_step_reaches_the_store(kit, store):
     assert sum(r["accepted"] for r in rows) == sum(s.accepted for s in seen)
     assert {r["target_version"] for r in rows} == {kit.versions["target-v2"]}
     assert {r["domain"] for r in rows} == set(kit.domains)
+
+
+def test_the_readme_lines_store_every_token(kit, tmp_path):
+    db = f"sqlite:///{tmp_path / 'readme.db'}"
+    ids = prompts(kit, 1)[0][1]
+    runtime = in_process(db=db, pod="readme")
+    try:
+        out = specwatch_generate(kit.target_v1, kit.draft, runtime.sidecar, domain="code", input_ids=ids,
+                                 max_new_tokens=TOKENS)
+    finally:
+        runtime.close()
+    assert torch.equal(out, greedy(kit.target_v1, ids))
+    with Store.open(db, migrate_schema=False) as store:
+        rows = store.stats(StatsQuery(by=("domain",))).rows
+    (row,) = rows
+    assert row["domain"] == "code" and round(row["steps"] * row["tokens_per_step"]) == TOKENS
 
 
 def test_plain_assisted_generate_is_untouched_after_and_beside_steering(kit, store):
