@@ -14,15 +14,16 @@ generation config across calls):
 - ``hf heuristic``: the +2/-1 schedule (``num_assistant_tokens_schedule="heuristic"``, kept across calls, from
   20), no confidence stop;
 - ``specwatch``: ``specwatch_generate`` with a sidecar built as ``specwatch serve`` builds it (store,
-  ``--policy``, drift watch, alerts, flush and refit jobs), in-process. ``--kmax`` 32 rather than the sidecar's
-  default 8: transformers' heuristic is unbounded and grows past 20 tokens a step on code, where this draft
-  is accepted 98% of the time; the policy chooses below the cap.
+  ``--policy``, drift watch, alerts, flush and refit jobs), in-process, records fed inline (``--ingest``).
+  ``--kmax`` 32 rather than the sidecar's default 8: transformers' heuristic is unbounded and grows past 20
+  tokens a step on code, where this draft is accepted 98% of the time; the policy chooses below the cap.
 
 Goals: specwatch >= +10% tokens/s over transformers' heuristic on the mixed stream, never more than 3% below
 it in any phase, and speculation switched off on the stale domain (logs on v2). Not a test: prints tables
 and writes bench/results/hf_generate.json.
 
     python bench/hf_generate.py [--quick] [--requests 90,130] [--tokens 64] [--policy NAME] [--kmax 32]
+                                [--ingest inline|background]
 """
 
 from __future__ import annotations
@@ -105,12 +106,13 @@ class Totals:
 
 
 def bench(kit, plan: DemoPlan, tokens: int, policy: str, kmax: int, console: Console) -> dict:
+    """The stream through every arm; ``plan.background`` says where the sidecar's record work runs."""
     rng = random.Random(plan.seed)
     copies = drafts(kit.draft)
     totals, mismatches, order = Totals(), 0, list(ARMS)
     with tempfile.TemporaryDirectory() as tmp:
         runtime = in_process(db=f"sqlite:///{tmp}/bench.db", pod="bench-hf", policy=policy, kmax=kmax,
-                             seed=plan.seed, alerts_seconds=1.0)
+                             seed=plan.seed, alerts_seconds=1.0, background=plan.background)
         sidecar = runtime.sidecar
         try:
             warm = kit.prompt_ids("code")[0]
@@ -193,11 +195,13 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per request")
     parser.add_argument("--policy", default=sidecar_config.SidecarConfig.policy)
     parser.add_argument("--kmax", type=int, default=32, help="the policy's largest K (module docstring)")
+    parser.add_argument("--ingest", choices=("inline", "background"), default="inline",
+                        help="where the sidecar's record work runs (the decoding thread, or its ingest worker)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     first, second = (30, 40) if args.quick else (int(n) for n in args.requests.split(","))
-    plan = DemoPlan(requests=(first, second, 1), seed=args.seed)
+    plan = DemoPlan(requests=(first, second, 1), seed=args.seed, background=args.ingest == "background")
     torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()
     console = Console(width=160)
@@ -208,7 +212,7 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(dict(
         benchmark="hf_generate", size=args.size, requests=[first, second], tokens=args.tokens, policy=args.policy,
-        kmax=args.kmax, seed=args.seed, mix=list(map(list, plan.mix)), transformers=transformers.__version__,
+        kmax=args.kmax, ingest=args.ingest, seed=args.seed, mix=list(map(list, plan.mix)), transformers=transformers.__version__,
         torch=torch.__version__, threads=torch.get_num_threads(), machine=platform.machine(),
         seconds=round(time.perf_counter() - started, 1), versions=kit.versions,
         when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **result), indent=2))
