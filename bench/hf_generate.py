@@ -190,7 +190,7 @@ def print_tables(console: Console, result: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="full")
-    parser.add_argument("--quick", action="store_true", help="30 + 40 requests (about 3 minutes)")
+    parser.add_argument("--quick", action="store_true", help="30 + 40 requests (about a minute; the full run about 3)")
     parser.add_argument("--requests", default="90,130", help="requests of phase 1 and 2 (the demo's)")
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per request")
     parser.add_argument("--policy", default=sidecar_config.SidecarConfig.policy)

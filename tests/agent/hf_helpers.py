@@ -13,12 +13,17 @@ from policies.registry import make
 
 
 class Scripted(Sidecar):
-    """A real Sidecar whose decisions follow a script (cycled); ``asked`` keeps every K it handed out."""
+    """A real Sidecar whose decisions follow a script (cycled) and whose in-step stop rule is ``stop``;
+    ``asked`` keeps every K it handed out."""
 
-    def __init__(self, store, script):
+    def __init__(self, store, script, stop=None):
         super().__init__(store, make("fixed:0"))
         self._script = itertools.cycle(script)
+        self._stop = stop
         self.asked: list[int] = []
+
+    def stop_drafting(self, domain: str):
+        return self._stop
 
     def decide(self, domain: str) -> Decision:
         k = next(self._script)

@@ -90,6 +90,26 @@ def test_records_count_what_transformers_emitted_and_k_follows_decide(kit, store
         forwards.close()
 
 
+def test_the_policy_stop_rule_ends_drafting_after_the_token_it_was_asked_about(kit, store):
+    asked = []
+
+    def stop(confidence, position):
+        asked.append((position, confidence))
+        return position == 2
+
+    domain, ids = prompts(kit, 1)[0]
+    steps = []
+    out = specwatch_generate(kit.target_v1, kit.draft, Scripted(store, [5], stop), domain, input_ids=ids,
+                             max_new_tokens=TOKENS, do_sample=False, on_step=steps.append)
+    assert torch.equal(out, greedy(kit.target_v1, ids))
+    drafted = [s for s in steps if s.lookahead]
+    assert {s.lookahead for s in drafted[:-1]} == {2}  # the last step may have less room
+    # Asked once per drafted token, with the draft's probability of it, as the record has it.
+    expected = [(i + 1, c) for s in drafted for i, c in enumerate(s.draft_confidence)]
+    assert [p for p, _ in asked] == [p for p, _ in expected]
+    assert [c for _, c in asked] == pytest.approx([c for _, c in expected], abs=1e-6)
+
+
 def test_every_step_reaches_the_store(kit, store):
     sidecar = Sidecar(store, make("confidence-stop+switch", 8, 0))
     seen = []
