@@ -27,6 +27,23 @@ class Format(str, Enum):
     csv = "csv"
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"specwatch {version('specwatch')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            print("specwatch (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")) -> None:
+    """Watch, tune and switch speculative decoding per domain."""
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print a one-line error and return the Exit to raise."""
     errors.print(f"[red]error:[/] {message}", highlight=False)

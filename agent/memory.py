@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 import os
 import sys
@@ -35,11 +36,15 @@ def _libc():
     return libc if libc is not None and hasattr(libc, "malloc_trim") else None
 
 
-def release() -> bool:
-    """Return the allocator's free pages to the system (glibc's malloc_trim); False where unsupported."""
+def release(collect: bool = False) -> bool:
+    """Return the allocator's free pages to the system (glibc's malloc_trim); False where unsupported.
+    ``collect``: first collect cyclic garbage of every generation (a full collection pauses every thread
+    for tens of ms: after a burst, not after every eviction)."""
     libc = _libc()
     if libc is None:
         return False
+    if collect:
+        gc.collect()
     libc.malloc_trim(0)  # ctypes drops the GIL for the call
     return True
 

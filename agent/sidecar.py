@@ -281,8 +281,9 @@ class Sidecar:
         warmed = self._seed(found, self._slots.__contains__)
         if gone or warmed:
             log.info("domains: %d evicted (idle), %d warm-started, %d held", len(gone), len(warmed), len(self._slots))
-        if self.store.compact() or gone:
-            memory.release()
+        compacted = self.store.compact()
+        if compacted or gone:
+            memory.release(collect=compacted)
         return gone, warmed
 
     def flush(self, now: float | None = None) -> int:

@@ -55,7 +55,8 @@ class Database:
         try:
             parsed = make_url(url)
         except ArgumentError as exc:
-            raise StoreError(f"not a database URL: {url!r}") from exc
+            hint = f" (did you mean sqlite:///{Path(url).resolve()}?)" if "://" not in url else ""
+            raise StoreError(f"not a database URL: {url!r}{hint}") from exc
         backend = parsed.get_backend_name()
         if backend == "postgresql" and parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from sqlalchemy.engine import make_url
+
 from agent.decoder import SpeculativeDecoder
 from agent.demo.plan import PHASES, DemoPlan
 from agent.demo.tally import Tally
@@ -40,7 +42,12 @@ class DemoResult:
     events: list[str]
     hot_path: dict[str, float] | None = None  # record + decide on the decoding thread, per step
 
-    def plot_command(self, path: str = "specwatch-demo.png") -> str:
+    def plot_command(self, path: str | None = None) -> str:
+        """The stats command that draws this run; the picture goes beside the demo's database (its data
+        directory), not into the working directory."""
+        if path is None:
+            database = make_url(self.db).database if self.db.startswith("sqlite") else None
+            path = str(Path(database).parent / "specwatch-demo.png") if database else "specwatch-demo.png"
         return (f"specwatch stats --db {self.db} --since {iso(self.started)} --until {iso(self.ended + 60)} "
                 f"--by domain --by target_version --plot {path}")
 

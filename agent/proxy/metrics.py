@@ -21,11 +21,18 @@ class ProxyMetrics:
                                  registry=self.registry)
         self.healthy = Gauge("specwatch_proxy_pool_healthy", "1 when the pool is in rotation.", ["pool"],
                              registry=self.registry)
+        self._children: dict[tuple[str, ...], object] = {}  # labels() takes a lock and builds a key per call
 
     def count(self, pool: str, result: str, seconds: float | None = None) -> None:
-        self.requests.labels(pool, result).inc()
+        counter = self._children.get((pool, result))
+        if counter is None:
+            counter = self._children[(pool, result)] = self.requests.labels(pool, result)
+        counter.inc()
         if seconds is not None:
-            self.seconds.labels(pool).observe(seconds)
+            histogram = self._children.get((pool,))
+            if histogram is None:
+                histogram = self._children[(pool,)] = self.seconds.labels(pool)
+            histogram.observe(seconds)
 
     def set_health(self, pools) -> None:
         for p in pools:

@@ -9,13 +9,14 @@ or an engine restarted with other flags, shows in the next check.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-import httpx
+import aiohttp
 
 from agent.proxy.config import Upstream
 from agent.proxy.versions import FileVersions, models_id, props_lookahead, props_paths, slots_speculate
@@ -60,6 +61,7 @@ class Pools:
         self.by_name = {p.name: p for p in self.all}
         self.files = files or FileVersions()
         self.timeout = timeout
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
         self.on_change = on_change
 
     def healthy(self) -> list[Pool]:
@@ -73,12 +75,12 @@ class Pools:
                 return p.draft_version
         return NO_DRAFT
 
-    async def check_all(self, client: httpx.AsyncClient) -> None:
+    async def check_all(self, client: aiohttp.ClientSession) -> None:
         changed = await asyncio.gather(*(self.check(p, client) for p in self.all))
         if any(changed) and self.on_change is not None:
             self.on_change()
 
-    async def run(self, client: httpx.AsyncClient, interval: float) -> None:
+    async def run(self, client: aiohttp.ClientSession, interval: float) -> None:
         """Check every pool every ``interval`` seconds until cancelled."""
         while True:
             started = time.monotonic()
@@ -88,15 +90,16 @@ class Pools:
                 log.exception("pool health check failed")
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
-    async def check(self, pool: Pool, client: httpx.AsyncClient) -> bool:
+    async def check(self, pool: Pool, client: aiohttp.ClientSession) -> bool:
         """Check one pool; True when its health, lookahead or versions changed."""
         before = (pool.healthy, pool.lookahead, pool.target_version, pool.draft_version)
         try:
-            answer = await client.get(pool.base + "/health", timeout=self.timeout)
-            if answer.status_code != 200:
-                raise _Unhealthy(f"/health answered {answer.status_code}")
+            async with client.get(pool.base + "/health", timeout=self._timeout) as answer:
+                await answer.read()
+                if answer.status != 200:
+                    raise _Unhealthy(f"/health answered {answer.status}")
             await self._read_versions(pool, client)
-        except (httpx.HTTPError, _Unhealthy) as exc:
+        except (aiohttp.ClientError, asyncio.TimeoutError, _Unhealthy) as exc:
             if pool.healthy:
                 log.warning("pool %s out of rotation: %s", pool.name, _describe(exc))
             pool.healthy, pool.error = False, _describe(exc)
@@ -111,13 +114,13 @@ class Pools:
             log.warning("pool %s: target changed %s -> %s", pool.name, before[2], after[2])
         return before != after
 
-    async def _read_versions(self, pool: Pool, client: httpx.AsyncClient) -> None:
-        props = await _json(client, pool.base + "/props", self.timeout)
+    async def _read_versions(self, pool: Pool, client: aiohttp.ClientSession) -> None:
+        props = await _json(client, pool.base + "/props", self._timeout)
         target_path, draft_path = props_paths(props)
         if target_path is not None:
             target = await asyncio.to_thread(self.files.of, target_path)
         else:
-            target = models_id(await _json(client, pool.base + "/v1/models", self.timeout))
+            target = models_id(await _json(client, pool.base + "/v1/models", self._timeout))
         if target is None:
             raise _Unhealthy("neither /props model_path nor /v1/models names the model")
         draft = pool.upstream.draft_version
@@ -125,7 +128,7 @@ class Pools:
             draft_path = draft_path or draft
         if draft_path is not None:
             draft = await asyncio.to_thread(self.files.of, draft_path)
-        self._lookahead(pool, props, slots_speculate(await _json(client, pool.base + "/slots", self.timeout)),
+        self._lookahead(pool, props, slots_speculate(await _json(client, pool.base + "/slots", self._timeout)),
                         draft_path)
         pool.target_version = target
         pool.draft_version = draft if pool.lookahead > 0 else None
@@ -152,10 +155,13 @@ class _Unhealthy(Exception):
     pass
 
 
-async def _json(client: httpx.AsyncClient, url: str, timeout: float) -> object:
+async def _json(client: aiohttp.ClientSession, url: str, timeout: aiohttp.ClientTimeout) -> object:
+    async with client.get(url, timeout=timeout) as answer:
+        body = await answer.read()
+    if answer.status != 200:
+        return None
     try:
-        answer = await client.get(url, timeout=timeout)
-        return answer.json() if answer.status_code == 200 else None
+        return json.loads(body)
     except ValueError:
         return None
 

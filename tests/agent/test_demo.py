@@ -6,9 +6,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 import typer
+from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from agent.cli_demo import demo as demo_command
@@ -48,7 +50,8 @@ def test_demo_records_every_step_and_registers_the_new_draft(kit_home, tiny_kit,
     assert sum(r["accepted"] for r in by_version) == sum(c.accepted for c in result.tally.cells.values())
     assert {r["target_version"] for r in by_version} == {kit.versions["target-v1"], kit.versions["target-v2"]}
     assert ("draft", result.versions["draft-redistilled"]) in pairs and ("draft", kit.versions["draft"]) in pairs
-    assert f"--db {db}" in result.plot_command() and "--plot" in result.plot_command()
+    assert f"--db {db}" in result.plot_command()
+    assert result.plot_command().endswith(f"--plot {Path(make_url(db).database).parent / 'specwatch-demo.png'}")
     # The hot path is timed once per decoded step, in the demo's own decoding loop; by default the sidecar's
     # record work runs on its ingest worker, whose CPU time is reported beside it.
     hot = result.hot_path

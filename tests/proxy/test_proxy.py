@@ -140,38 +140,3 @@ def test_client_disconnect_cancels_the_upstream_request(engines, proxy):
         next(s.iter_raw())
     wait_for(lambda: engine.disconnected == 1)
     assert engine.finished == 0 and runtime.taken == []
-
-
-def test_a_connection_dropped_before_any_answer_is_retried_once(proxy):
-    """An engine that closes a kept-alive connection (restart, idle timeout) as a request arrives: the proxy
-    sends the request once more on a fresh connection instead of answering 502."""
-    import asyncio
-    import threading
-
-    body = b'{"data": [{"id": "m"}]}'
-    dropped = []
-
-    async def handle(reader, writer):
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            await reader.readexactly(length)
-            if head.startswith(b"POST /v1/completions") and not dropped:
-                dropped.append(True)
-                writer.close()
-                return
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                         % (len(body), body))
-            await writer.drain()
-
-    loop = asyncio.new_event_loop()
-    server = loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
-    port = server.sockets[0].getsockname()[1]
-    threading.Thread(target=loop.run_forever, daemon=True).start()
-    try:
-        url, _ = proxy({"off": f"http://127.0.0.1:{port}"}, health_seconds=600.0)
-        answer = httpx.post(f"{url}/v1/completions", json={"prompt": "p"})
-        assert dropped and answer.status_code == 200 and answer.content == body
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
