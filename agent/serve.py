@@ -65,8 +65,9 @@ class Runtime:
             self.sidecar.close()
 
 
-def build(config: SidecarConfig) -> Runtime:
-    """Open the store, make the policy and the optional parts, warm-start, make the app (not started)."""
+def build(config: SidecarConfig, *, background: bool = True) -> Runtime:
+    """Open the store, make the policy and the optional parts, warm-start, make the app (not started).
+    ``background=False``: the sidecar feeds records inline, on the caller's thread (in-process decoding)."""
     remember_secrets(config)
     if config.models_configured:
         models.check(config)
@@ -76,7 +77,7 @@ def build(config: SidecarConfig) -> Runtime:
         watch, alerts, metrics = components(config, store)
         sidecar = Sidecar(store, make(config.policy, config.kmax, config.seed), watch=watch, alerts=alerts,
                           metrics=metrics, pod=config.pod, max_domains=config.max_domains,
-                          background=True, domain_idle_seconds=config.domain_idle_seconds)
+                          background=background, domain_idle_seconds=config.domain_idle_seconds)
         warmed = sidecar.warm_start(lookback=config.warm_lookback)
     except BaseException:
         store.close(flush=False)

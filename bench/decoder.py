@@ -19,6 +19,7 @@ Not a test: prints a table and writes bench/results/decoder.json.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import statistics
@@ -78,14 +79,20 @@ def decode_rate(steps) -> float:
 
 
 def run_hf(target, draft, prompts, tokens, k):
+    """transformers' assisted generation at constant K, its confidence stop off. transformers 5 reads these
+    settings from the draft's own generation config (given to generate() they do not reach the draft)."""
+    if k:
+        draft = copy.copy(draft)
+        draft.generation_config = copy.deepcopy(draft.generation_config)
+        draft.generation_config.update(num_assistant_tokens=k, num_assistant_tokens_schedule="constant",
+                                       assistant_confidence_threshold=0.0)
     seconds, emitted = 0.0, 0
     for ids in prompts:
         x = torch.tensor([ids], device=target.device)
         kwargs = dict(max_new_tokens=tokens, do_sample=False,
                       attention_mask=torch.ones_like(x), pad_token_id=0)
         if k:
-            kwargs.update(assistant_model=draft, num_assistant_tokens=k,
-                          num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
+            kwargs.update(assistant_model=draft)
         elapsed, out = timed(lambda: target.generate(x, **kwargs))
         seconds += elapsed
         emitted += out.shape[1] - x.shape[1]

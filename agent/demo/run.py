@@ -52,6 +52,20 @@ class DemoResult:
                 f"--by domain --by target_version --plot {path}")
 
 
+def phase_requests(plan: DemoPlan, kit, phase: int, rng: random.Random) -> list[tuple[str, list[int]]]:
+    """The (domain, prompt ids) requests of a phase: domains drawn by the plan's weights, prompts from the kit's
+    held-out prompts. Phases 1 and 2 use the first half of each domain's prompts, phase 3 the second half
+    (never distilled on)."""
+    names, weights = zip(*plan.mix)
+    out = []
+    for domain in rng.choices(names, weights, k=plan.requests[phase]):
+        ids = kit.prompt_ids(domain)
+        half = len(ids) // 2
+        pool = ids[half:] if phase == 2 else ids[:max(half, 1)]
+        out.append((domain, rng.choice(pool)))
+    return out
+
+
 class _EventSink(Sink):
     """Alerts as lines of the live view's event log (no re-sends)."""
 
@@ -175,16 +189,7 @@ class Demo:
                                   draft_version=self.draft_version)
 
     def _prompts(self, phase: int) -> list[tuple[str, list[int]]]:
-        """The phase's requests: seeded domains by weight, prompts from the kit's held-out prompts. Phases 1
-        and 2 use the first half of each domain's prompts, phase 3 the second half (never distilled on)."""
-        names, weights = zip(*self.plan.mix)
-        out = []
-        for domain in self._rng.choices(names, weights, k=self.plan.requests[phase]):
-            ids = self.kit.prompt_ids(domain)
-            half = len(ids) // 2
-            pool = ids[half:] if phase == 2 else ids[:max(half, 1)]
-            out.append((domain, self._rng.choice(pool)))
-        return out
+        return phase_requests(self.plan, self.kit, phase, self._rng)
 
     def _serve(self, phase: int, decoder: SpeculativeDecoder, requests) -> None:
         self.phase = phase

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 import typer
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
@@ -18,8 +17,6 @@ from agent.cli_demo import demo as demo_command
 from agent.demo.plan import DemoPlan
 from agent.demo.run import Demo
 from agent.demo.view import live, summary_rows
-from agent.kit.build import build_kit
-from agent.kit.load import load_kit
 from agent.prompt_sampler import PromptSampler, SamplerConfig
 from storage import StatsQuery, Store
 
@@ -27,18 +24,11 @@ app = typer.Typer()
 app.command()(demo_command)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    home = tmp_path_factory.mktemp("home")
-    build_kit("tiny", home=home)
-    yield home, load_kit("tiny", device="cpu", home=home)
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def test_demo_records_every_step_and_registers_the_new_draft(tiny, tmp_path):
-    home, kit = tiny
+def test_demo_records_every_step_and_registers_the_new_draft(kit_home, tiny_kit, tmp_path):
+    home, kit = kit_home, tiny_kit
     db = f"sqlite:///{tmp_path / 'demo.db'}"
     plan = DemoPlan(size="tiny", requests=(6, 6, 6), new_tokens=16, reference_every=3, sample_cap=4,
                     distill_steps=4, distill_batch=2, distill_seq=64)
@@ -69,8 +59,8 @@ def test_demo_records_every_step_and_registers_the_new_draft(tiny, tmp_path):
     assert 0 < hot["median_us"] <= hot["p99_us"] and hot["worker_cpu_us_per_step"] > 0
 
 
-def test_without_redistill_there_are_two_phases_and_no_sampling(tiny, tmp_path):
-    home, kit = tiny
+def test_without_redistill_there_are_two_phases_and_no_sampling(kit_home, tiny_kit, tmp_path):
+    home, kit = kit_home, tiny_kit
     db = f"sqlite:///{tmp_path / 'demo.db'}"
     plan = DemoPlan(size="tiny", requests=(3, 3, 3), new_tokens=8, redistill=False, background=False)
     demo = Demo(plan, kit, db, home=home)
@@ -84,10 +74,9 @@ def test_without_redistill_there_are_two_phases_and_no_sampling(tiny, tmp_path):
     assert sum(r["steps"] for r in stored) == sum(c.steps for c in result.tally.cells.values())
 
 
-def test_cli_json_and_csv_keep_stdout_for_the_summary(tiny, tmp_path, monkeypatch):
+def test_cli_json_and_csv_keep_stdout_for_the_summary(kit_home, tmp_path, monkeypatch):
     """`specwatch demo --format json|csv > file`: the live view and notes go to stderr, stdout parses."""
-    home, kit = tiny
-    monkeypatch.setenv("SPECWATCH_HOME", str(home))
+    monkeypatch.setenv("SPECWATCH_HOME", str(kit_home))
     monkeypatch.setenv("SPECWATCH_DEVICE", "cpu")
     db = f"sqlite:///{tmp_path / 'cli.db'}"
     out = CliRunner().invoke(app, ["--size", "tiny", "--quick", "--no-redistill", "--db", db,
