@@ -180,7 +180,9 @@ def uvicorn_config(config: SidecarConfig, app: Any) -> uvicorn.Config:
     """How uvicorn runs the app: the read timeout for slow clients (agent/http_timeouts.py), keep-alive
     idle timeout, a connection cap (503 beyond), and log_config=None so uvicorn's records go through the
     root logger's redacting handlers."""
-    return uvicorn.Config(app, host=config.host, port=config.port, lifespan="off", access_log=False,
+    # loop="asyncio": the serve process's timeouts and limits were built and tested on asyncio's loop;
+    # uvicorn's "auto" would switch to uvloop now that the proxy brings it in.
+    return uvicorn.Config(app, host=config.host, port=config.port, lifespan="off", access_log=False, loop="asyncio",
                           log_level="info", log_config=None, http=timed_h11(config.read_timeout),
                           timeout_keep_alive=config.keepalive_seconds, limit_concurrency=config.max_connections,
                           timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3)))

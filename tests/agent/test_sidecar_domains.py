@@ -162,6 +162,13 @@ def measured(sidecar: Sidecar, clock: Clock, first: int, then: int) -> tuple[int
         tracemalloc.stop()
 
 
+SLACK = 32 * 1024  # bytes: caches and free lists of the process around the sidecar (seen: +20 KB in a full run)
+
+
+def back_to_baseline(baseline: int, after: int) -> bool:
+    return after <= 1.10 * baseline + SLACK
+
+
 def test_memory_returns_to_baseline_after_20k_domains_came_and_went(store, clock, monkeypatch):
     in_memory_only(store, monkeypatch)
     sidecar = wired(store, clock, max_domains=64)
@@ -169,7 +176,7 @@ def test_memory_returns_to_baseline_after_20k_domains_came_and_went(store, clock
     baseline, after = measured(sidecar, clock, 2_000, 20_000)
     assert len(sidecar._slots) == 0 and not (sidecar._latest or sidecar._ready or sidecar._decisions)
     assert no_trace(sidecar, "churn-") == []
-    assert after <= 1.10 * baseline, (baseline, after)
+    assert back_to_baseline(baseline, after), (baseline, after)
 
 
 def test_memory_check_catches_a_policy_that_keeps_evicted_domains(store, clock, monkeypatch):
@@ -178,4 +185,4 @@ def test_memory_check_catches_a_policy_that_keeps_evicted_domains(store, clock, 
     sidecar = wired(store, clock, max_domains=64)
     monkeypatch.setattr(sidecar.policy, "forget", lambda domain: sidecar.policy)
     baseline, after = measured(sidecar, clock, 640, 640)
-    assert after > 1.10 * baseline
+    assert not back_to_baseline(baseline, after), (baseline, after)
