@@ -49,6 +49,14 @@ def release(collect: bool = False) -> bool:
     return True
 
 
+def settle(store, evicted: bool) -> None:
+    """After a domain-eviction pass: shrink the store's tables once a burst has gone (``store.compact()``)
+    and trim; a full collection only after a burst."""
+    compacted = store.compact()
+    if compacted or evicted:
+        release(collect=compacted)
+
+
 def restart_with_system_allocator() -> None:
     """Replace this process (same pid, same arguments) by one that allocates with the system allocator,
     unless PYTHONMALLOC is already set or glibc's malloc_trim is missing. Call before threads or files."""

@@ -281,9 +281,7 @@ class Sidecar:
         warmed = self._seed(found, self._slots.__contains__)
         if gone or warmed:
             log.info("domains: %d evicted (idle), %d warm-started, %d held", len(gone), len(warmed), len(self._slots))
-        compacted = self.store.compact()
-        if compacted or gone:
-            memory.release(collect=compacted)
+        memory.settle(self.store, evicted=bool(gone))
         return gone, warmed
 
     def flush(self, now: float | None = None) -> int:
@@ -292,7 +290,7 @@ class Sidecar:
         if self.ingest is not None:
             self.ingest.drain(INGEST_WAIT)
         with self._flush_lock:
-            self._alert_transitions()
+            alert_transitions(self._fresh, self.alerts)
             self._export_gauges()
             try:
                 written = self.store.flush(now)
@@ -337,7 +335,7 @@ class Sidecar:
         """Advance the alert lifecycle (pending -> firing, re-sends, persistence) and export firing counts."""
         if self.alerts is None:
             return
-        self._alert_transitions()
+        alert_transitions(self._fresh, self.alerts)
         self.alerts.tick(now)
         if self.metrics is not None:
             self.metrics.set_alerts_firing(self.alerts.firing_counts())
@@ -362,9 +360,6 @@ class Sidecar:
             raise failure
 
     # -- internals -------------------------------------------------------------------------------------
-    def _alert_transitions(self) -> None:
-        alert_transitions(self._fresh, self.alerts)
-
     @staticmethod
     def _drain(queue: deque, write: Callable[..., Any]) -> None:
         # Only the flush (under its lock) removes items, so peek-write-pop keeps a failed item queued.
