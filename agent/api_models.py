@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.records import StepRecord
+from agent.records import MAX_STEPS, StepRecord
 
 Strict = ConfigDict(strict=True, extra="forbid")
 
@@ -38,9 +38,11 @@ class StepRecordIn(BaseModel):
     timestamp: float | None = Field(None, description="Unix seconds (UTC); default: time of arrival.")
     pod: str | None = None
     request_id: str | None = None
-    steps: int = Field(1, description="Verification passes folded into this record (an aggregate when > 1); "
-                                      "accepted, emitted and drafted are then sums over them, emitted is "
-                                      "steps..accepted + steps, and the per-position lists must be absent.")
+    # The range is checked by StepRecord.validate (its messages name the record); the schema only shows it.
+    steps: int = Field(1, json_schema_extra={"minimum": 1, "maximum": MAX_STEPS},
+                       description="Verification passes folded into this record (an aggregate when > 1); "
+                                   "accepted, emitted and drafted are then sums over them, emitted is "
+                                   "steps..accepted + steps, and the per-position lists must be absent.")
     drafted: int | None = Field(None, description="Drafted tokens in total, 0..lookahead * steps; default "
                                                   "lookahead * steps. accepted <= drafted.")
     seconds: float | None = Field(None, description="Wall seconds the steps took when the engine does not "

@@ -40,6 +40,9 @@ class RecordError(ValueError):
 # Bounds no store setting widens: a step's time below an hour, a timestamp an 8-byte integer always holds.
 MAX_STEP_SECONDS = 3600.0  # draft_seconds, verify_seconds: 0 <= x < MAX_STEP_SECONDS
 MAX_TIMESTAMP = 10_000_000_000.0  # unix seconds (year 2286); a store narrows it to its clock's skew
+# Verification passes one aggregate record may fold: more than any request makes (each pass emits a token),
+# and small enough that an hour of records per series stays far inside the store's 8-byte counts.
+MAX_STEPS = 10_000_000
 
 
 @dataclass(slots=True, kw_only=True)
@@ -112,7 +115,7 @@ class StepRecord:
         _check_text("target_version", self.target_version, 128)
         _check_text("draft_version", self.draft_version, 128)
         _check_int("lookahead", self.lookahead, 0, max_lookahead)
-        _check_int("steps", self.steps, 1, None)
+        _check_int("steps", self.steps, 1, MAX_STEPS)
         if self.drafted is not None:
             _check_int("drafted", self.drafted, 0, self.lookahead * self.steps)
         _check_int("accepted", self.accepted, 0, drafted_of(self))
@@ -282,4 +285,4 @@ def validate_batch(records: list[StepRecord], **limits: Any) -> list[StepRecord]
 
 
 __all__ = ["StepRecord", "RecordError", "validate_batch", "REQUIRED", "MAX_STEP_SECONDS", "MAX_TIMESTAMP",
-           "drafted_of", "step_seconds", "is_aggregate"]
+           "MAX_STEPS", "drafted_of", "step_seconds", "is_aggregate"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 
 from agent.engine_pages.counts import SpecCounters
-from agent.records import MAX_STEP_SECONDS, StepRecord
+from agent.records import MAX_STEP_SECONDS, MAX_STEPS, StepRecord
 
 # The largest ``seconds`` a record may carry (records.py refuses MAX_STEP_SECONDS itself).
 LONGEST = MAX_STEP_SECONDS * (1 - 1e-9)
@@ -81,17 +81,36 @@ def synthesize(delta: SpecCounters, *, domain: str, target_version: str, draft_v
 def aggregate(delta: SpecCounters, *, domain: str, target_version: str, draft_version: str,
               timestamp: float | None = None, pod: str | None = None,
               seconds: float | None = None) -> list[StepRecord]:
-    """One aggregate record of the interval's D steps (none when D = 0); ValueError if inconsistent."""
+    """Aggregate records of the interval's D steps: one, or one per MAX_STEPS steps when D is larger (each
+    part gets its share of drafted and accepted tokens and of the time); none when D = 0. ValueError if
+    the counts are inconsistent."""
     problem = delta.problem()
     if problem:
         raise ValueError(problem)
     if not delta.drafts:
         return []
-    return [StepRecord(domain=domain, lookahead=delta.max_lookahead(), accepted=delta.accepted,
-                       emitted=delta.accepted + delta.drafts, draft_seconds=0.0, verify_seconds=0.0,
-                       target_version=target_version, draft_version=draft_version, timestamp=timestamp, pod=pod,
-                       steps=delta.drafts, drafted=delta.draft_tokens,
-                       seconds=None if seconds is None else min(seconds, LONGEST))]
+    k, records = delta.max_lookahead(), []
+    for steps, drafted, accepted in split_counts(delta.drafts, delta.draft_tokens, delta.accepted):
+        share = None if seconds is None else min(seconds * steps / delta.drafts, LONGEST)
+        records.append(StepRecord(domain=domain, lookahead=k, accepted=accepted, emitted=accepted + steps,
+                                  draft_seconds=0.0, verify_seconds=0.0, target_version=target_version,
+                                  draft_version=draft_version, timestamp=timestamp, pod=pod, steps=steps,
+                                  drafted=drafted, seconds=share))
+    return records
+
+
+def split_counts(steps: int, drafted: int, accepted: int, most: int = MAX_STEPS) -> list[tuple[int, int, int]]:
+    """(steps, drafted, accepted) parts of at most ``most`` steps that sum to the whole. Drafted tokens are
+    shared in proportion to steps and accepted ones in proportion to drafted (cumulative rounding), so each
+    part keeps accepted <= drafted <= K * steps when the whole does."""
+    parts, done_steps, done_drafted = [], 0, 0
+    while done_steps < steps:
+        s = min(most, steps - done_steps)
+        d = drafted * (done_steps + s) // steps - drafted * done_steps // steps
+        a = (accepted * (done_drafted + d) // drafted - accepted * done_drafted // drafted) if drafted else 0
+        parts.append((s, d, a))
+        done_steps, done_drafted = done_steps + s, done_drafted + d
+    return parts
 
 
 def records_of(delta: SpecCounters, **fields) -> list[StepRecord]:

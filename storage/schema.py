@@ -17,6 +17,9 @@ metadata = sa.MetaData(naming_convention={
 })
 
 TEXT = 128
+# Counts are 8-byte: an hour of aggregate records (MAX_STEPS verification passes of K drafted tokens each)
+# passes 2^31 in one row. SQLite's INTEGER is 8 bytes already, so it keeps that name there.
+COUNT = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 series = sa.Table(
     "series", metadata,
@@ -34,14 +37,13 @@ SUM_COLUMNS = ("expected_sum", "draft_seconds", "verify_seconds")
 
 
 def _tier(name: str, positions: str, by_series_index: bool) -> tuple[sa.Table, sa.Table]:
-    """A tier's table and its per-position table. Counts are 4-byte integers: one series never nears
-    2^31 steps in an hour, and sums across rows are taken as 8-byte integers by SUM."""
+    """A tier's table and its per-position table (counts: ``COUNT``)."""
     table = sa.Table(
         name, metadata,
         sa.Column("bucket_start", sa.BigInteger, primary_key=True, autoincrement=False),
         sa.Column("series_id", sa.Integer, sa.ForeignKey("series.id"), primary_key=True,
                   autoincrement=False),
-        *(sa.Column(c, sa.Integer, nullable=False) for c in COUNT_COLUMNS),
+        *(sa.Column(c, COUNT, nullable=False) for c in COUNT_COLUMNS),
         *(sa.Column(c, sa.Float, nullable=False) for c in SUM_COLUMNS),
         sqlite_with_rowid=False,
     )
@@ -53,8 +55,8 @@ def _tier(name: str, positions: str, by_series_index: bool) -> tuple[sa.Table, s
         sa.Column("series_id", sa.Integer, sa.ForeignKey("series.id"), primary_key=True,
                   autoincrement=False),
         sa.Column("position", sa.SmallInteger, primary_key=True, autoincrement=False),
-        sa.Column("reached", sa.Integer, nullable=False),
-        sa.Column("accepted", sa.Integer, nullable=False),
+        sa.Column("reached", COUNT, nullable=False),
+        sa.Column("accepted", COUNT, nullable=False),
         sqlite_with_rowid=False,
     )
     return table, per_position

@@ -32,7 +32,8 @@ def test_drafted_defaults_to_lookahead_times_steps():
 
 
 @pytest.mark.parametrize("change,field,message", [
-    ({"steps": 0}, "steps", "must be >= 1, got 0"),
+    ({"steps": 0}, "steps", "must be 1..10000000, got 0"),
+    ({"steps": 10_000_001}, "steps", "must be 1..10000000, got 10000001"),
     ({"steps": 2.0}, "steps", "must be an integer"),
     ({"steps": True}, "steps", "must be an integer"),
     ({"drafted": 41}, "drafted", "must be 0..40, got 41"),

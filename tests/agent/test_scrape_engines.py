@@ -191,3 +191,23 @@ def test_a_new_target_model_on_the_page_fires_stale_draft_in_scrape_mode():
     assert i >= 12  # after the restart on the new model
     notes = finding.annotations
     assert (notes["old_target_version"], notes["new_target_version"]) == ("acme/target-v1", "acme/target-v2")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_an_interval_past_max_steps_becomes_several_valid_aggregates(seed):
+    from agent.engine_pages.counts import SpecCounters
+    from agent.scrape_records import aggregate, split_counts
+
+    rng = random.Random(seed)
+    steps = rng.choice((1, 7, 10, 11, 10_000_000, 25_000_001, rng.randint(1, 10**9)))
+    k = rng.randint(1, 8)
+    drafted = rng.choice((0, k * steps, rng.randint(0, k * steps)))
+    accepted = rng.choice((0, drafted, rng.randint(0, drafted)))
+    most = rng.choice((1, 3, 10, 10_000_000))
+    parts = split_counts(steps, drafted, accepted, most)
+    assert [sum(p[i] for p in parts) for i in range(3)] == [steps, drafted, accepted]
+    assert all(1 <= s <= most and 0 <= a <= d <= k * s for s, d, a in parts)
+    records = aggregate(SpecCounters(steps, drafted, accepted, None, lookahead=k), domain="d", target_version="t",
+                        draft_version="v", seconds=30.0)
+    assert all(r.validate() and r.steps <= 10_000_000 for r in records)
+    assert sum(r.steps for r in records) == steps and sum(r.seconds for r in records) == pytest.approx(30.0)

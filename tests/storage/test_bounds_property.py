@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import agent.records as records_module
-from agent.records import StepRecord
+from agent.records import StepRecord, drafted_of
 from conftest import PG_SERVER
 from history import T0
 from storage import StatsQuery, Store, StoreConfig
@@ -47,9 +47,13 @@ def batches(draw, config: StoreConfig) -> list[StepRecord]:
     seconds = st.floats(0, hour, exclude_max=True) | st.just(math.nextafter(hour, 0))
     domains = draw(st.lists(text(config.max_domain_length), min_size=1, max_size=12))
     versions = draw(st.lists(text(128), min_size=1, max_size=3))
+    when = st.none() | st.sampled_from((earliest, latest)) | st.floats(earliest, latest)
     out = []
     for _ in range(draw(st.integers(1, 60))):
         k = draw(st.sampled_from((0, 1, config.kmax)) | st.integers(0, config.kmax))
+        if draw(st.integers(0, 3)) == 0:
+            out.append(draw(aggregates(k, domains, versions, seconds, when)))
+            continue
         a = draw(st.integers(0, k))
         expected = draw(st.none() | st.lists(st.floats(0, 1), min_size=k, max_size=k))
         out.append(StepRecord(
@@ -57,9 +61,27 @@ def batches(draw, config: StoreConfig) -> list[StepRecord]:
             emitted=draw(st.integers(1, a + 1)), draft_seconds=draw(seconds), verify_seconds=draw(seconds),
             target_version=draw(st.sampled_from(versions)), draft_version=draw(st.sampled_from(versions)),
             accepted_mask=draw(st.none() | st.just([1] * a + [0] * (k - a))), expected_acceptance=expected,
-            timestamp=draw(st.none() | st.sampled_from((earliest, latest)) | st.floats(earliest, latest)),
+            timestamp=draw(when),
             pod=draw(st.none() | text(128))))
     return out
+
+
+@st.composite
+def aggregates(draw, k: int, domains: list[str], versions: list[str], seconds, when) -> StepRecord:
+    """One request's aggregate record, often at the largest count the bounds allow (one such record drafts
+    more than 2^31 tokens at K = 256)."""
+    most = records_module.MAX_STEPS
+    steps = draw(st.sampled_from((1, 2, most)) | st.integers(1, most))
+    drafted = draw(st.sampled_from((0, k * steps)) | st.integers(0, k * steps))
+    accepted = draw(st.sampled_from((0, drafted)) | st.integers(0, drafted))
+    draft, verify = draw(seconds), draw(seconds)
+    hour = records_module.MAX_STEP_SECONDS
+    wall = draw(st.none() | st.floats(draft + verify, hour, exclude_max=True)) if draft + verify < hour else None
+    return StepRecord(domain=draw(st.sampled_from(domains)), lookahead=k, accepted=accepted,
+                      emitted=draw(st.sampled_from((steps, accepted + steps)) | st.integers(steps, accepted + steps)),
+                      draft_seconds=draft, verify_seconds=verify, target_version=draw(st.sampled_from(versions)),
+                      draft_version=draw(st.sampled_from(versions)), steps=steps, drafted=drafted, seconds=wall,
+                      pool=draw(st.none() | text(64)), timestamp=draw(when))
 
 
 def fresh_url(db_url: str, tmp_path, pg_admin) -> tuple[str, callable]:
@@ -81,13 +103,17 @@ def expected_totals(records: list[StepRecord], pod: str) -> dict[tuple[str, str]
     out: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0, 0, 0.0, 0.0])
     for r in records:
         t = out[(r.pod or pod, r.domain)]
-        for i, v in enumerate((1, r.lookahead, r.accepted, r.emitted, r.draft_seconds, r.verify_seconds)):
+        # The store keeps verify time as what the wall time leaves after drafting, when it is given.
+        verify = r.verify_seconds if r.seconds is None else max(r.verify_seconds, r.seconds - r.draft_seconds)
+        for i, v in enumerate((r.steps, drafted_of(r), r.accepted, r.emitted, r.draft_seconds, verify)):
             t[i] += v
     return out
 
 
-def check_pipeline(url: str, records: list[StepRecord], config: StoreConfig) -> None:
+def check_pipeline(url: str, records: list[StepRecord], config: StoreConfig, prepare=None) -> None:
     store = Store.open(url, config, clock=lambda: float(NOW), backfill=True)
+    if prepare is not None:
+        prepare(store)
     try:
         half = len(records) // 2
         store.write_records(records[:half])
@@ -116,7 +142,8 @@ def check_pipeline(url: str, records: list[StepRecord], config: StoreConfig) -> 
                                                                                       abs_tol=1e-6), key
 
 
-def run_property(db_url, tmp_path, pg_admin, config: StoreConfig, examples: int, shrink: bool = True) -> None:
+def run_property(db_url, tmp_path, pg_admin, config: StoreConfig, examples: int, shrink: bool = True,
+                 prepare=None) -> None:
     phases = tuple(Phase) if shrink else (Phase.generate,)
 
     @settings(max_examples=examples, deadline=None, database=None, phases=phases, report_multiple_bugs=False,
@@ -126,7 +153,7 @@ def run_property(db_url, tmp_path, pg_admin, config: StoreConfig, examples: int,
     def prop(records):
         url, drop = fresh_url(db_url, tmp_path, pg_admin)
         try:
-            check_pipeline(url, records, config)
+            check_pipeline(url, records, config, prepare)
         finally:
             drop()
 
@@ -145,3 +172,27 @@ def test_the_old_bounds_fail_the_property(tmp_path, pg_admin, monkeypatch):
     old = StoreConfig(**CONFIG, max_past_seconds=10**308, max_future_seconds=10**308)
     with pytest.raises(AssertionError, match="dead_lettered"):  # a timestamp 1e300 cannot be stored
         run_property(f"sqlite:///{tmp_path / 'x.db'}", tmp_path, pg_admin, old, 100, shrink=False)
+
+
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
+def test_unbounded_steps_fail_the_property(tmp_path, pg_admin, monkeypatch):
+    # Before: an aggregate record could fold any number of steps; past 2^63 no database column holds it.
+    monkeypatch.setattr(records_module, "MAX_STEPS", 2**64)
+    with pytest.raises(AssertionError, match="dead_lettered"):
+        run_property(f"sqlite:///{tmp_path / 'x.db'}", tmp_path, pg_admin, StoreConfig(**CONFIG), 100, shrink=False)
+
+
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
+def test_four_byte_counts_fail_the_property(tmp_path, pg_admin):
+    # Before migration 0002, PostgreSQL's counts were 4-byte: one aggregate at the bounds overflowed them.
+    if pg_admin is None:
+        pytest.skip(f"PostgreSQL is not reachable at {PG_SERVER}")
+
+    def four_bytes(store: Store) -> None:
+        with store.db.engine.begin() as conn:
+            for table in ("windows", "minutes", "hours"):
+                conn.execute(sa.text(f"ALTER TABLE {table} " + ", ".join(
+                    f"ALTER COLUMN {c} TYPE integer" for c in ("steps", "drafted", "accepted", "emitted"))))
+
+    with pytest.raises(AssertionError, match="dead_lettered"):
+        run_property(PG_SERVER, tmp_path, pg_admin, StoreConfig(**CONFIG), 100, shrink=False, prepare=four_bytes)
