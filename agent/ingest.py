@@ -133,6 +133,7 @@ class Ingest:
                 self.errors += 1
                 log.exception("ingest: a batch of %d items failed", len(batch))
             self.cpu_seconds += time.thread_time() - start
+            handled, batch = len(batch), None  # an idle worker must not keep its last batch alive
             with self._done:
-                self._handled += len(batch)
+                self._handled += handled
                 self._done.notify_all()

@@ -214,3 +214,26 @@ def test_close_writes_what_the_worker_still_held(tmp_path):
         assert steps_by_domain(reopened) == {"prose": (200, 200)}
     finally:
         reopened.db.dispose()
+
+
+def test_an_idle_worker_keeps_no_reference_to_its_last_batch():
+    # A served sidecar after a burst: the last batch (up to a few MB of records) must not stay alive
+    # while the worker waits; it pinned heap pages that never went back to the system.
+    import gc
+    import weakref
+
+    class Item:
+        pass
+
+    ingest = Ingest(lambda batch: None)
+    try:
+        item = Item()
+        alive = weakref.ref(item)
+        ingest.put(item)
+        del item
+        assert ingest.drain(5.0)
+        time.sleep(0.05)  # the worker is back to waiting
+        gc.collect()
+        assert alive() is None
+    finally:
+        ingest.close()
