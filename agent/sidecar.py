@@ -142,23 +142,23 @@ class Sidecar:
 
     def _observe(self, steps: Sequence[StepRecord]) -> None:
         """Metrics, policy, watch and alerts for validated records already counted in the store."""
-        metrics = self.metrics
-        if metrics is not None:
-            for s in steps:
-                metrics.observe(s)
-        findings: list = []
+        findings, keys = [], []  # keys: each record's state key (its domain, or other)
         with self._lock:
             now = self._clock()
             for s in steps:
-                found = self._feed(s, now)
+                key, found = self._feed(s, now)
+                keys.append(key)
                 if found:
                     findings += found
+        if self.metrics is not None:  # under the state key: the metrics' domain labels follow the slots
+            for s, key in zip(steps, keys):
+                self.metrics.observe(s, key)
         if findings and self.alerts is not None:
             for finding in findings:
                 self.alerts.handle(finding)
 
-    def _feed(self, s: StepRecord, now: float) -> list | None:
-        """Policy, watch and version log for one validated step (caller holds the lock); the findings."""
+    def _feed(self, s: StepRecord, now: float) -> tuple[str, list | None]:
+        """Policy, watch and version log for one validated step (caller holds the lock): (key, findings)."""
         key = self._slots.admit(s.domain, now)
         verify = s.verify_seconds if s.seconds is None else max(s.verify_seconds, s.seconds - s.draft_seconds)
         if s.draft_seconds or verify:  # step_seconds > 0; unsplit time is verify time (Outcome.of), no checks
@@ -177,7 +177,7 @@ class Sidecar:
                 self._version_changes.append((*seen, s.pod, s.timestamp or self._clock()))
                 if known is not None:  # a new model pair: evidence about the old one must not hold it back
                     self.policy.reconsider()
-        return found
+        return key, found
 
     def decide(self, domain: str) -> Decision:
         """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate)."""
@@ -275,8 +275,9 @@ class Sidecar:
                 self._ready.pop(domain, None)
                 self._decisions.pop(domain, None)  # not yet logged: it would revive the domain's gauges
             admitted = self._slots.take_admitted()
-        for domain in gone if self.metrics is not None else ():
-            self.metrics.forget(domain)
+        if self.metrics is not None:  # and labels a record took while its domain was being evicted
+            for domain in {*gone, *(d for d in self.metrics.labels() if d not in self._slots)}:
+                self.metrics.forget(domain)
         found = returning_history(self.store, self.pod, admitted, switch=self.switch is not None)
         warmed = self._seed(found, self._slots.__contains__)
         if gone or warmed:

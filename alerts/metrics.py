@@ -69,12 +69,13 @@ class Metrics:
         self.registry.register(_Export(self))
 
     # -- hot path ------------------------------------------------------------------------------------
-    def observe(self, record: StepRecord) -> None:
-        """Count one record: counters, per-position histogram, window acceptance and latencies. An aggregate
-        of many steps (agent.records.is_aggregate) adds its steps, drafted, accepted and emitted tokens to
-        the counters and the window, nothing per position (its positions are unknown), and no latency (its
-        time is not one step's)."""
-        c = self._by_domain.get(record.domain) or self._resolve(record.domain)
+    def observe(self, record: StepRecord, domain: str | None = None) -> None:
+        """Count one record (under ``domain``, default its own): counters, per-position histogram, window
+        acceptance and latencies. An aggregate of many steps (agent.records.is_aggregate) adds its steps,
+        drafted, accepted and emitted tokens to the counters and the window, nothing per position (its
+        positions are unknown), and no latency (its time is not one step's)."""
+        domain = record.domain if domain is None else domain
+        c = self._by_domain.get(domain) or self._resolve(domain)
         k, a, verify = record.lookahead, record.accepted, record.verify_seconds
         steps, d = record.steps, record.drafted
         with self._lock:
@@ -116,6 +117,8 @@ class Metrics:
         label = self._labels.get(domain)
         if label is not None:
             return label
+        if domain == OTHER:  # the shared label never takes a domain's place
+            return OTHER
         with self._lock:
             if domain in self._labels:
                 return self._labels[domain]
@@ -140,6 +143,11 @@ class Metrics:
             for name in self._alerts:
                 self._alerts[name] = 0
             self._alerts.update((name, int(n)) for name, n in counts.items())
+
+    def labels(self) -> list[str]:
+        """The domains that have series of their own."""
+        with self._lock:
+            return list(self._labels)
 
     def forget(self, domain: str) -> None:
         """Drop ``domain``'s series and free its label slot (evicted while idle). A domain counted under

@@ -20,8 +20,11 @@ class FakeMetrics:
     def __init__(self):
         self.observed, self.decisions, self.drift, self.firing = [], [], {}, []
 
-    def observe(self, record) -> None:
+    def observe(self, record, domain=None) -> None:
         self.observed.append(record)
+
+    def labels(self) -> list[str]:
+        return []
 
     def set_decision(self, domain, lookahead, speculate) -> None:
         self.decisions.append((domain, lookahead, speculate))
