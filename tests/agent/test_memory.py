@@ -30,7 +30,10 @@ def test_serve_restarts_itself_with_the_system_allocator_unless_the_operator_cho
     env = {} if preset is None else {"PYTHONMALLOC": preset}
     with Served(tmp_path, env=env) as s:
         # The same pid answers /healthz: the restart is an exec, so supervisors and signals still reach it.
-        assert environ(s.proc.pid).get("PYTHONMALLOC") == (preset or "malloc")
+        seen = environ(s.proc.pid)
+        assert seen.get("PYTHONMALLOC") == (preset or "malloc")
+        # glibc's mmap threshold fixed at 128 KiB with it (the operator's own choice of allocator: untouched)
+        assert seen.get("MALLOC_MMAP_THRESHOLD_") == (None if preset else "131072")
         code, _ = s.stop()
     assert code == 0
 
