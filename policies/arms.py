@@ -13,6 +13,7 @@ is folded back into the sums before it can overflow.
 from __future__ import annotations
 
 import math
+from typing import Iterable
 
 _RESCALE_AT = 1e100
 
@@ -110,3 +111,12 @@ class DiscountedArms:
             for i in range(len(a)):
                 a[i] *= inv
         self.scale = 1.0
+
+
+def restricted(arms: Iterable[int], kmax: int) -> tuple[int, ...]:
+    """The lookaheads among ``arms`` (the pools that are up) a policy of ``kmax`` can choose, sorted."""
+    arms = list(arms)
+    chosen = tuple(sorted({k for k in arms if 0 <= k <= kmax}))
+    if not chosen:
+        raise ValueError(f"restrict: no arm in 0..{kmax} among {arms!r}")
+    return chosen

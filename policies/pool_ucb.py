@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from policies.arms import DiscountedArms
+from policies.arms import DiscountedArms, restricted
 from policies.base import ArmStats, Decision, Outcome, Policy
 
 
@@ -61,10 +61,7 @@ class PoolUCB(Policy):
 
     def restrict(self, arms: Iterable[int]) -> "PoolUCB":
         """Choose only among ``arms`` (the lookaheads of the pools that are up) from now on."""
-        chosen = tuple(sorted({k for k in arms if 0 <= k <= self.kmax}))
-        if not chosen:
-            raise ValueError(f"restrict: no arm in 0..{self.kmax} among {list(arms)!r}")
-        self.arms = chosen
+        self.arms = restricted(arms, self.kmax)
         return self
 
     def _state(self, domain: str) -> DiscountedArms:

@@ -1,14 +1,15 @@
 """Policies by name, for the CLI, the sidecar's configuration and the benchmark.
 
 ``fixed:K``, ``heuristic``, ``thompson``, ``sliding-ucb``, ``model-based``, ``confidence-stop`` (early stop
-on top of model-based), ``pool-ucb`` (arms restricted to the pools a proxy routes to); append ``+switch`` to put the policy behind the on/off switch.
+on top of model-based), ``pool-ucb`` and ``pool-model`` (arms restricted to the pools a proxy routes to); append ``+switch`` to put the policy behind the on/off switch.
 """
 
 from __future__ import annotations
 
 from policies.base import Policy
 
-NAMES = ("fixed:K", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop", "pool-ucb")
+NAMES = ("fixed:K", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop", "pool-ucb",
+         "pool-model")
 SWITCH = "+switch"
 
 
@@ -48,6 +49,10 @@ def make(name: str, kmax: int = 8, seed: int | None = None) -> Policy:
         from policies.pool_ucb import PoolUCB
 
         return PoolUCB(kmax=kmax, seed=seed)
+    if base == "pool-model":
+        from policies.pool_model import PoolModel
+
+        return PoolModel(kmax=kmax, seed=seed)
     if base == "confidence-stop":
         from policies.confidence import ConfidenceStop
         from policies.model_based import ModelBased

@@ -9,7 +9,8 @@ from policies import registry
 from policies.base import ArmStats, Decision, Policy
 from synthetic_world import World
 
-NAMES = ["fixed:3", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop", "pool-ucb"]
+NAMES = ["fixed:3", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop", "pool-ucb",
+         "pool-model"]
 ALL = NAMES + [n + "+switch" for n in NAMES]
 
 

@@ -1,0 +1,135 @@
+"""PoolModel: the back-out of acceptance and the predicted goodput alone, then on simulated pools
+(bench/pool_world.py, costs like the full kit's under llama.cpp): near the best fixed pool within 24
+requests per domain where a random router is not, and a stale draft left for ``off`` within 50 requests.
+Power: the random router is run through the same check and must fail it."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: bench/ is not installed
+
+from bench.pool_world import POOLS, PoolWorld, goodput, run  # noqa: E402
+from policies.base import Decision, Outcome, Policy  # noqa: E402
+from policies.goodput import leviathan_tokens  # noqa: E402
+from policies.pool_model import PoolModel, backed_out_acceptance, pool_goodput  # noqa: E402
+
+ACCEPT = {"code": 0.97, "prose": 0.9, "logs": 0.8, "chat": 0.94}  # best: k4, k2, off, k4
+ARMS = sorted(POOLS.values())
+SEEDS = range(8)
+
+
+def test_backed_out_acceptance_inverts_the_expected_accepted_length():
+    for a in (0.3, 0.8, 0.95):
+        steps = [0.0, 0.0, 100.0, 0.0, 50.0]
+        accepted = [0.0, 0.0, 100 * (leviathan_tokens(a, 2) - 1), 0.0, 50 * (leviathan_tokens(a, 4) - 1)]
+        assert backed_out_acceptance(steps, accepted, range(5)) == pytest.approx(a, abs=1e-9)
+    assert backed_out_acceptance([5.0, 0.0], [0.0, 0.0], [0, 2]) is None
+    assert backed_out_acceptance([0.0, 10.0], [0.0, 0.0], [0, 2]) == 0.0
+    assert backed_out_acceptance([0.0, 10.0], [0.0, 20.0], [0, 2]) == 1.0
+
+
+def test_backing_out_removes_the_bias_of_accepted_over_drafted():
+    world = PoolWorld({"d": 0.8}, seed=1)
+    for k in (2, 8):
+        outs = [world.request("d", k, i) for i in range(200)]
+        steps, accepted = sum(o.steps for o in outs), sum(o.accepted for o in outs)
+        drafted = sum(o.drafted for o in outs)
+        assert backed_out_acceptance([steps], [accepted], [drafted / steps]) == pytest.approx(0.8, abs=0.02)
+    assert accepted / drafted < 0.5  # at K = 8 the raw rate reads far lower
+
+
+def test_pool_goodput():
+    assert pool_goodput(0.9, 0, 0.002) == pytest.approx(500.0)
+    assert pool_goodput(0.5, 2, 0.004) == pytest.approx(1.75 / 0.004)
+    # A pool's own tokens per step take over from the model as its steps outweigh the prior.
+    assert pool_goodput(0.5, 2, 0.004, tokens=300.0, steps=100.0, prior_steps=100.0) == pytest.approx(
+        (3.0 + 1.75) / 2 / 0.004)
+    assert pool_goodput(0.5, 2, 0.0) == 0.0
+
+
+class RandomPools(Policy):
+    """The broken variant: any available pool, uniformly."""
+
+    name = "random-pools"
+
+    def choose(self, domain: str) -> Decision:
+        return self.decision(self._rng.choice(ARMS), "random")
+
+    def update(self, domain: str, outcome: Outcome) -> "RandomPools":
+        return self
+
+
+def expected(domain: str, k: int) -> float:
+    w = PoolWorld(ACCEPT)
+    return leviathan_tokens(ACCEPT[domain], k) / (1.0 if k == 0 else w.overhead + w.draft * k)
+
+
+def scores(make) -> tuple[dict[str, float], dict[str, float]]:
+    """Per domain over the seeds: mean tokens/s as a share of the best fixed pool on the same 24 requests,
+    and the share of requests 13-24 sent to a pool within 3% of the best one's expected goodput."""
+    share, near = {d: [] for d in ACCEPT}, {d: [] for d in ACCEPT}
+    for seed in SEEDS:
+        world, policy = PoolWorld(dict(ACCEPT), seed=seed), make(seed)
+        got = run(policy, world, list(ACCEPT), 24, rng=random.Random(seed))
+        for d, outs in got.items():
+            best = max(world.fixed_goodput(d, k, range(24)) for k in ARMS)
+            share[d].append(goodput(outs) / best)
+            top = max(expected(d, k) for k in ARMS)
+            near[d].append(sum(expected(d, o.lookahead) >= 0.97 * top for o in outs[12:]) / 12)
+    return ({d: sum(v) / len(v) for d, v in share.items()}, {d: sum(v) / len(v) for d, v in near.items()})
+
+
+def test_reaches_the_best_pool_with_few_probes():
+    share, near = scores(lambda seed: PoolModel(seed=seed).restrict(ARMS))
+    assert min(share.values()) >= 0.95, share
+    assert min(near.values()) >= 0.75, near
+
+
+def test_a_random_router_fails_the_same_check():
+    share, near = scores(lambda seed: RandomPools(seed=seed))
+    assert min(share.values()) < 0.95 or min(near.values()) < 0.75
+
+
+def test_a_stale_draft_moves_to_off_within_fifty_requests():
+    for seed in SEEDS:
+        world = PoolWorld({"d": 0.94}, seed=seed)
+        policy = PoolModel(seed=seed).restrict(ARMS)
+        before = run(policy, world, ["d"], 40)["d"]
+        assert sum(o.lookahead > 0 for o in before[-20:]) >= 18
+        world.accept["d"] = 0.47  # a target update: the draft's acceptance halves
+        after = [o.lookahead for o in run(policy, world, ["d"], 50, start=40)["d"]]
+        first_off = after.index(0)
+        assert first_off <= 3 and after[first_off:].count(0) >= len(after[first_off:]) - 2, after
+
+
+def test_untried_pools_first_then_only_available_ones():
+    policy = PoolModel(seed=0).restrict([0, 4])
+    world = PoolWorld({"d": 0.9})
+    chosen = [o.lookahead for o in run(policy, world, ["d"], 30)["d"]]
+    assert set(chosen) == {0, 4} and sorted(chosen[:4]) == [0, 0, 4, 4]
+    assert "not measured" in PoolModel().restrict([0, 2]).choose("d").reason
+    with pytest.raises(ValueError, match="no arm"):
+        PoolModel(kmax=4).restrict([9])
+
+
+def test_costs_are_shared_across_domains():
+    policy = PoolModel(seed=0).restrict(ARMS)
+    world = PoolWorld({"a": 0.9, "b": 0.9})
+    run(policy, world, ["a"], 24)
+    assert policy.cost(8)[0] > policy.cost(0)[0] > 0
+    assert "predicts" in policy.choose("b").reason  # a new domain predicts from the first one's evidence
+    assert policy.acceptance("b")[0] == pytest.approx(0.9, abs=0.05)
+    policy.reconsider()
+    assert policy.acceptance("a") == (0.5, math.inf) and policy.cost(0)[1] == math.inf
+
+
+@pytest.mark.parametrize("kwargs", [dict(halflife=0), dict(z=-1), dict(min_requests=0), dict(drift=math.inf)])
+def test_bad_parameters_are_named(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        PoolModel(**kwargs)
