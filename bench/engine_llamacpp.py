@@ -3,8 +3,8 @@
 Pools of llama-server, each on one thread (-t 1: the machine has 2 shared cores; requests run one at a
 time, so one server computes at a time): (a) target + draft at llama.cpp's default draft settings (no
 --spec-draft-n-max / -p-min given), (b) fixed pools off, k2, k4, k8 (--spec-draft-n-max K,
---spec-draft-p-min 0), (c) `specwatch proxy` (a separate process, policy pool-ucb+switch) in front of the
-fixed pools. Phase v1 serves target v1 with its distilled draft; phase v2 restarts every server with
+--spec-draft-p-min 0), (c) `specwatch proxy` (a separate process, its default policy or --policy) in front
+of the fixed pools. Phase v1 serves target v1 with its distilled draft; phase v2 restarts every server with
 target v2 behind the same ports, the draft now stale, the proxy keeping what it learnt. Per domain and
 phase: tokens/s (generated tokens over request wall time, client side, greedy, prompt cache off) of each;
 configurations interleaved request by request so background load hits them alike. Then the proxy's own
@@ -13,7 +13,7 @@ byte. Goals: (c) >= 95% of the best fixed pool per domain and phase and >= (a) e
 domain on the plain pool within 50 requests; overhead p50 <= 1 ms, p99 <= 5 ms; first byte p50 <= 1 ms.
 Not a test: prints a table and writes bench/results/engine_llamacpp.json.
 
-    python bench/engine_llamacpp.py [--size full] [--quick] [--rounds 16] [--tokens 64]
+    python bench/engine_llamacpp.py [--size full] [--quick] [--rounds 16] [--tokens 64] [--policy pool-model+switch]
 """
 
 from __future__ import annotations
@@ -73,10 +73,12 @@ def configs(files: dict[str, Path], target: str, ports: dict[str, int]) -> dict[
 
 
 def start_proxy(upstreams: dict[str, str], port: int, db: str, log: Path, health_seconds: float = 0.5,
-                repo: Path = Path(__file__).resolve().parents[1]) -> subprocess.Popen:
+                repo: Path = Path(__file__).resolve().parents[1], policy: str | None = None) -> subprocess.Popen:
     """`specwatch proxy` as a process of its own in front of ``upstreams`` (pool name: URL), run from the
-    checkout ``repo`` (default this one); returns once its /health answers 200."""
+    checkout ``repo`` (default this one), with ``policy`` (default: the proxy's); returns once its /health
+    answers 200."""
     ups = [a for name, url in upstreams.items() for a in ("--upstream", f"{name}={url}")]
+    ups += ["--policy", policy] if policy else []
     proc = subprocess.Popen([sys.executable, "-c", "from agent.cli import main; main()", "proxy", *ups,
                              "--db", db, "--port", str(port), "--health-seconds", str(health_seconds)],
                             cwd=repo, stdout=open(log, "wb"),
@@ -192,6 +194,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=24, help="requests per domain per configuration and phase")
     parser.add_argument("--tokens", type=int, default=None, help="per request; default 64 (full), 48 (tiny)")
     parser.add_argument("--pairs", type=int, default=400)
+    parser.add_argument("--policy", default=None, help="the proxy's policy (default: the proxy's own default)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.quick:
@@ -206,10 +209,11 @@ def main() -> None:
     urls = {name: f"http://127.0.0.1:{p}" for name, p in ports.items()}
     urls[PROXY] = f"http://127.0.0.1:{proxy_port}"
     out = {"size": args.size, "rounds": args.rounds, "tokens": args.tokens, "threads_per_server": 1,
-           "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "phases": {}}
+           "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+           "policy": args.policy or "the proxy's default", "phases": {}}
     servers = start(configs(files, "target-v1", ports), work)
     proxy = start_proxy({name: urls[name] for name in FIXED}, proxy_port, f"sqlite:///{work / 'proxy.db'}",
-                        work / "proxy.log")
+                        work / "proxy.log", policy=args.policy)
     client = httpx.Client(timeout=300)
     try:
         out["phases"]["v1"] = phase(client, urls, prompts, args.rounds, args.tokens)
@@ -243,7 +247,8 @@ def main() -> None:
 def report(out: dict) -> None:
     console = Console(width=200)
     table = Table(title=f"tokens/s through llama.cpp pools ({out['size']} kit, {out['tokens']} tokens, "
-                        f"{out['rounds']} requests per domain and configuration, 1 thread per server)")
+                        f"{out['rounds']} requests per domain and configuration, 1 thread per server; "
+                        f"proxy policy: {out.get('policy', 'pool-ucb+switch')})")
     for col in ("phase", "domain", DEFAULT, *FIXED, PROXY, "best fixed", "proxy/best", "proxy/default",
                 "proxy pools"):
         table.add_column(col, justify="left" if col in ("phase", "domain", "proxy pools") else "right")
