@@ -27,7 +27,7 @@ def proxy(
     db: Annotated[Optional[str], typer.Option(
         "--db", help="Database URL; default SPECWATCH_DB or sqlite:///specwatch.db.", show_default=False)] = None,
     policy: Annotated[Optional[str], typer.Option(
-        help="Policy over the pools; default pool-ucb+switch with an off pool, else pool-ucb.")] = None,
+        help="Policy over the pools; default pool-model+switch with an off pool, else pool-model.")] = None,
     pod: Annotated[Optional[str], typer.Option(help="This pod's name; default SPECWATCH_POD or host name.")] = None,
     health_seconds: Annotated[float, typer.Option(help="Seconds between health checks of each pool.")] = 2.0,
     read_timeout: Annotated[float, typer.Option(
@@ -61,7 +61,7 @@ def proxy(
         upstreams = tuple(Upstream(u.name, u.url, drafts.get(u.name)) for u in upstreams)
         rules = tuple(DomainRule.parse(text) for text in domain_rule or ())
         names = {u.name for u in upstreams}
-        chosen = policy or ("pool-ucb+switch" if "off" in names and len(names) > 1 else "pool-ucb")
+        chosen = policy or ("pool-model+switch" if "off" in names and len(names) > 1 else "pool-model")
         kmax = max([8] + [u.lookahead for u in upstreams])
         sidecar = cfg.load(None, {"db": db, "pod": pod, "policy": chosen, "kmax": kmax})
         options = ProxyConfig(upstreams, rules, host=host, port=port, sidecar=sidecar,

@@ -80,7 +80,7 @@ class ProxyConfig:
     rules: tuple[DomainRule, ...] = ()
     host: str = "127.0.0.1"
     port: int = 8788
-    sidecar: SidecarConfig = field(default_factory=lambda: SidecarConfig(policy="pool-ucb"))
+    sidecar: SidecarConfig = field(default_factory=lambda: SidecarConfig(policy="pool-model"))
     health_seconds: float = 2.0
     connect_seconds: float = 5.0
     read_seconds: float = 600.0
