@@ -1,8 +1,10 @@
-"""Sums that fade with a halflife counted in a domain's steps (lazily: decayed only when touched)."""
+"""Sums that fade with a halflife counted in a domain's steps (lazily: decayed only when touched), and
+``shrink``, a mean pulled toward a prior by pseudo-observations (free of sklearn: the proxy imports it)."""
 
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 
 class DecayingSums:
@@ -79,3 +81,11 @@ class DecayingSums:
             self._decay(step)
         den = self._den
         return self._n, (self._num / den if den > 0 else 0.0)
+
+
+def shrink(sums: Sequence[float], weights: Sequence[float], trend: Sequence[float],
+           prior_strength: float) -> list[float]:
+    """Each entry's mean pulled toward ``trend`` by ``prior_strength`` pseudo-observations m:
+    (sum + m trend) / (weight + m). Well-measured entries keep their own mean; unmeasured ones the trend."""
+    m = prior_strength
+    return [(s + m * t) / (w + m) for s, w, t in zip(sums, weights, trend)]

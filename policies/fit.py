@@ -15,17 +15,11 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import roc_curve
 
+from policies.estimates import shrink  # here for the fits' callers; kept free of sklearn there
+
 # Inputs are built here from finite sums; skipping sklearn's checks halves the cost of these tiny fits.
 _FAST = dict(assume_finite=True, skip_parameter_validation=True)
 _EPS = 1e-9
-
-
-def shrink(sums: Sequence[float], weights: Sequence[float], trend: Sequence[float],
-           prior_strength: float) -> list[float]:
-    """Each entry's mean pulled toward ``trend`` by ``prior_strength`` pseudo-observations m:
-    (sum + m trend) / (weight + m). Well-measured entries keep their own mean; unmeasured ones the trend."""
-    m = prior_strength
-    return [(s + m * t) / (w + m) for s, w, t in zip(sums, weights, trend)]
 
 
 def acceptance_trend(reached: Sequence[float], accepted: Sequence[float],

@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 from policies.arms import restricted
 from policies.base import ArmStats, Decision, Outcome, Policy
-from policies.estimates import DecayingSums
+from policies.estimates import DecayingSums, shrink
 from policies.goodput import goodput, leviathan_tokens
 
 
@@ -59,12 +59,11 @@ def pool_goodput(accept: float, k: int, seconds_per_step: float, tokens: float =
     """Predicted tokens per second of a pool of lookahead ``k``: tokens per step over ``seconds_per_step``.
 
     Tokens per step: Leviathan's (1 - a^(k+1)) / (1 - a) at acceptance ``accept`` (1 for k = 0), shrunk
-    toward the ``tokens`` over ``steps`` this domain measured on the pool by ``prior_steps`` pseudo-steps:
-    (tokens + m model) / (steps + m), as policies.fit.shrink (not imported: it would load sklearn into the
-    proxy).
+    toward the ``tokens`` over ``steps`` this domain measured on the pool by ``prior_steps`` pseudo-steps
+    (``shrink``).
     """
     model = leviathan_tokens(accept, k) if k > 0 else 1.0
-    return goodput((tokens + prior_steps * model) / (steps + prior_steps), seconds_per_step)
+    return goodput(shrink([tokens], [steps], [model], prior_steps)[0], seconds_per_step)
 
 
 class _Counts:
