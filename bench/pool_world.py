@@ -51,8 +51,7 @@ class PoolWorld:
             while j < n and rng.random() < a:
                 j += 1
             steps, drafted, accepted, emitted = steps + 1, drafted + n, accepted + j, emitted + j + 1
-        seconds = self.step_seconds * load * sum(
-            1.0 if k == 0 else self.overhead + self.draft * k for _ in range(steps))
+        seconds = self.step_seconds * load * steps * (1.0 if k == 0 else self.overhead + self.draft * k)
         return Outcome(k, accepted, emitted, 0.0, seconds, steps=steps, seconds=seconds, drafted=drafted)
 
     def fixed_goodput(self, domain: str, k: int, indices) -> float:
