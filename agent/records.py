@@ -176,6 +176,13 @@ def step_seconds(record: StepRecord) -> float:
     return record.draft_seconds + record.verify_seconds if record.seconds is None else record.seconds
 
 
+def verify_seconds_of(record: StepRecord) -> float:
+    """Verify time as stored and learnt: time the engine did not split (``seconds`` beyond draft_seconds)
+    counts as verify time."""
+    s = record.seconds
+    return record.verify_seconds if s is None else max(record.verify_seconds, s - record.draft_seconds)
+
+
 def is_aggregate(record: StepRecord) -> bool:
     """True when the record's positions are unknown: it folds several steps, or drafted differs from
     lookahead. Such a record feeds sums (drafted, accepted, emitted, steps, time) but no per-position
@@ -285,4 +292,4 @@ def validate_batch(records: list[StepRecord], **limits: Any) -> list[StepRecord]
 
 
 __all__ = ["StepRecord", "RecordError", "validate_batch", "REQUIRED", "MAX_STEP_SECONDS", "MAX_TIMESTAMP",
-           "MAX_STEPS", "drafted_of", "step_seconds", "is_aggregate"]
+           "MAX_STEPS", "drafted_of", "step_seconds", "verify_seconds_of", "is_aggregate"]

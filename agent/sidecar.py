@@ -38,7 +38,7 @@ from typing import Any
 from agent.domains import DEFAULT_IDLE, OTHER, Defaults, DomainSlots
 from agent import memory
 from agent.ingest import Ingest
-from agent.records import RecordError, StepRecord
+from agent.records import RecordError, StepRecord, verify_seconds_of
 from agent.transition_alerts import alert_transitions
 from agent.warm import DEFAULT_LOOKBACK, returning_history, stored_history
 from policies.base import Decision, Outcome, Policy, StopDrafting, StopState, has_refits
@@ -160,7 +160,7 @@ class Sidecar:
     def _feed(self, s: StepRecord, now: float) -> tuple[str, list | None]:
         """Policy, watch and version log for one validated step (caller holds the lock): (key, findings)."""
         key = self._slots.admit(s.domain, now)
-        verify = s.verify_seconds if s.seconds is None else max(s.verify_seconds, s.seconds - s.draft_seconds)
+        verify = verify_seconds_of(s)
         if s.draft_seconds or verify:  # step_seconds > 0; unsplit time is verify time (Outcome.of), no checks
             mask, conf = s.accepted_mask, s.draft_confidence
             self.policy.update(key, Outcome(

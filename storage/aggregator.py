@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from agent.records import StepRecord
+from agent.records import StepRecord, verify_seconds_of
 from storage.counts import SeriesKey, WindowCounts
 
 Windows = dict[int, dict[SeriesKey, WindowCounts]]
@@ -51,13 +51,11 @@ class WindowAggregator:
         c = bucket.get(key)
         if c is None:
             c = bucket[key] = WindowCounts(r.lookahead)
-        k, a, steps, drafted, seconds = r.lookahead, r.accepted, r.steps, r.drafted, r.seconds
+        k, a, steps, drafted = r.lookahead, r.accepted, r.steps, r.drafted
         c.emitted += r.emitted
         c.accepted += a
         c.draft_seconds += r.draft_seconds
-        # Time the engine did not split between draft and verify is stored as verify time.
-        c.verify_seconds += r.verify_seconds if seconds is None else max(r.verify_seconds,
-                                                                          seconds - r.draft_seconds)
+        c.verify_seconds += verify_seconds_of(r)
         if steps == 1 and (drafted is None or drafted == k):  # a per-step record: its positions are known
             c.steps += 1
             c.drafted += k

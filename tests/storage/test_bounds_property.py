@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import agent.records as records_module
-from agent.records import StepRecord, drafted_of
+from agent.records import StepRecord, drafted_of, verify_seconds_of
 from conftest import PG_SERVER
 from history import T0
 from storage import StatsQuery, Store, StoreConfig, StoreError
@@ -103,9 +103,8 @@ def expected_totals(records: list[StepRecord], pod: str) -> dict[tuple[str, str]
     out: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0, 0, 0.0, 0.0])
     for r in records:
         t = out[(r.pod or pod, r.domain)]
-        # The store keeps verify time as what the wall time leaves after drafting, when it is given.
-        verify = r.verify_seconds if r.seconds is None else max(r.verify_seconds, r.seconds - r.draft_seconds)
-        for i, v in enumerate((r.steps, drafted_of(r), r.accepted, r.emitted, r.draft_seconds, verify)):
+        for i, v in enumerate((r.steps, drafted_of(r), r.accepted, r.emitted, r.draft_seconds,
+                               verify_seconds_of(r))):
             t[i] += v
     return out
 
