@@ -175,9 +175,10 @@ def test_the_old_bounds_fail_the_property(tmp_path, pg_admin, monkeypatch):
 
 @pytest.mark.filterwarnings("ignore:Generating overly large repr")
 def test_unbounded_steps_fail_the_property(tmp_path, pg_admin, monkeypatch):
-    # Before: an aggregate record could fold any number of steps; past 2^63 no database column holds it.
+    # Before: an aggregate record could fold any number of steps. Past 2^63 no database column holds it
+    # (dead-lettered); past 2^53 the totals read back as floats are off by one (the two ways it fails).
     monkeypatch.setattr(records_module, "MAX_STEPS", 2**64)
-    with pytest.raises(AssertionError, match="dead_lettered"):
+    with pytest.raises(AssertionError, match=r"dead_lettered|assert \d+ == \d+"):
         run_property(f"sqlite:///{tmp_path / 'x.db'}", tmp_path, pg_admin, StoreConfig(**CONFIG), 100, shrink=False)
 
 
