@@ -116,6 +116,7 @@ class PoolModel(Policy):
     """
 
     name = "pool-model"
+    per_request = True  # learns from one aggregate outcome per request
 
     def __init__(self, kmax: int = 8, halflife: float = 8.0, cost_halflife: float = 200.0,
                  prior_steps: float = 32.0, z: float = 0.5, spread: float = 0.05, drift: float = 0.02,

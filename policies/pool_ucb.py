@@ -45,6 +45,7 @@ class PoolUCB(Policy):
     """
 
     name = "pool-ucb"
+    per_request = True  # learns from one aggregate outcome per request
 
     def __init__(self, kmax: int = 8, gamma: float = 0.93, c: float = 1.0, min_rel_sd: float = 0.1,
                  seed: int | None = None):

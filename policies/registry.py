@@ -16,10 +16,13 @@ SWITCH = "+switch"
 def make(name: str, kmax: int = 8, seed: int | None = None) -> Policy:
     """A fresh policy; ValueError names the accepted spellings."""
     if name.endswith(SWITCH):
-        from policies.switch import Switch
+        from policies.switch import Switch, SwitchConfig
         from policies.switched import Switched
 
-        return Switched(make(name[: -len(SWITCH)], kmax, seed), Switch(seed=seed))
+        inner = make(name[: -len(SWITCH)], kmax, seed)
+        # A pool policy's outcomes are whole requests: the switch counts requests, not steps.
+        config = SwitchConfig.per_request() if getattr(inner, "per_request", False) else None
+        return Switched(inner, Switch(config, seed=seed))
     base, _, arg = name.partition(":")
     if base == "fixed":
         from policies.fixed import Fixed

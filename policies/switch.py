@@ -43,6 +43,17 @@ class SwitchConfig:
     watch_tokens: int = 32  # drafted tokens needed before the watch judges
     reconsider_steps: int = 200  # after a model version change, steps of an off domain probed at investigate_fraction
 
+    @classmethod
+    def per_request(cls) -> "SwitchConfig":
+        """For a policy that learns from whole requests (a proxy's pools: one aggregate record of dozens of
+        steps per request). The defaults count single steps, so behind a proxy they took hundreds of
+        requests to dwell and forced K = 0 on one request in ten until ten had run: in 24 requests of a
+        domain where k8 was best, 10 went to ``off``. Here each count is requests: a request's goodput is
+        already an average over its steps, so a few of them decide."""
+        return cls(dwell=3, halflife=6.0, baseline_halflife=60.0, min_samples=2.0, min_baseline=2.0,
+                   probe_fraction=0.02, baseline_fraction=0.02, investigate_fraction=0.1, watch_steps=10,
+                   watch_tokens=32, reconsider_steps=20)
+
     def __post_init__(self) -> None:
         for name in ("margin_off", "margin_on", "probe_fraction", "baseline_fraction", "investigate_fraction",
                      "collapse_ratio"):
