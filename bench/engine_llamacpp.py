@@ -135,40 +135,69 @@ def moved_after(pools: list[str], target: str = "off", window: int = 10, share: 
     return None
 
 
-def paired(client, direct: str, proxied: str, n: int, stream: bool) -> dict:
-    """Per pair, the proxy's latency (or time to first byte) minus the direct one, in ms. A pair in which a
-    kept-alive connection turned out closed is measured again (llama-server closes a connection after 100
-    requests, after a streamed answer without saying so); ``repeated`` counts them by the side that failed.
-    This process's garbage collector is off meanwhile: a full collection of its heap (torch and the kit's
-    modules, ~200k objects) takes ~100 ms and would land in the tails as if the proxy or the engine had
-    stalled."""
+def paired(client, direct: str | dict[str, str], proxied: str, n: int, stream: bool) -> dict:
+    """Per pair, the proxy's latency (or time to first byte) minus the direct one to the same pool, in ms.
+
+    ``direct`` is one URL, or the pools' URLs by name: then the direct call goes to the pool the proxy
+    served the pair from (its ``x-specwatch-pool``), so the difference is the proxy's alone and not that of
+    a pool with a draft (which also reads the prompt with the draft) against one without. When the direct
+    call goes first it takes the pool the proxy chose last; a pair where the proxy then chose another pool
+    is measured again (``other_pool`` counts them). A pair in which a kept-alive connection turned out
+    closed is measured again too (llama-server closes a connection after 100 requests, after a streamed
+    answer without saying so); ``repeated`` counts them by the side that failed. This process's garbage
+    collector is off meanwhile: a full collection of its heap (torch and the kit's modules, ~200k objects)
+    takes ~100 ms and would land in the tails as if the proxy or the engine had stalled."""
+    urls = direct if isinstance(direct, dict) else None
     body = {"prompt": "a", "max_tokens": 4 if stream else 1, "temperature": 0.0, "stream": stream}
     diffs, direct_ms, repeated = [], [], {"direct": 0, "proxied": 0}
+    other, last, served = 0, (next(iter(urls)) if urls else None), {}
     collecting = gc.isenabled()
     gc.disable()
     try:
         for i in range(n):
-            for attempt in range(3):
+            for attempt in range(6):
                 try:
-                    times = _pair(client, direct, proxied, body, stream, i % 2)
-                    break
+                    times, pool = _pair(client, urls or direct, proxied, body, stream, i % 2, last)
                 except httpx.RemoteProtocolError as exc:
-                    if attempt == 2:
+                    if attempt == 5:
                         raise
                     repeated["direct" if exc.args[-1] == "d" else "proxied"] += 1
+                    continue
+                if urls is None or pool == times["pool"]:
+                    break
+                other, last = other + 1, times["pool"]
+            else:
+                raise RuntimeError("the proxy kept choosing another pool than the direct call's")
+            if urls is not None:
+                last = times["pool"]
+                served[last] = served.get(last, 0) + 1
             diffs.append((times["p"] - times["d"]) * 1000)
             direct_ms.append(times["d"] * 1000)
     finally:
         if collecting:
             gc.enable()
     diffs.sort()
-    return {"p50_ms": statistics.median(diffs), "p99_ms": diffs[min(len(diffs) - 1, int(0.99 * len(diffs)))],
-            "max_ms": diffs[-1], "direct_p50_ms": statistics.median(direct_ms), "pairs": n, "repeated": repeated}
+    out = {"p50_ms": statistics.median(diffs), "p99_ms": diffs[min(len(diffs) - 1, int(0.99 * len(diffs)))],
+           "max_ms": diffs[-1], "direct_p50_ms": statistics.median(direct_ms), "pairs": n, "repeated": repeated}
+    if urls is not None:
+        out["pools"], out["other_pool"] = served, other
+    return out
 
 
-def _pair(client, direct: str, proxied: str, body: dict, stream: bool, direct_first: bool) -> dict[str, float]:
-    times = {}
-    for name, url in ((("d", direct), ("p", proxied)) if direct_first else (("p", proxied), ("d", direct))):
+def _pair(client, direct: str | dict[str, str], proxied: str, body: dict, stream: bool, direct_first: bool,
+          last: str | None) -> tuple[dict, str | None]:
+    """Times of one pair by side ("d", "p"), the pool the proxy served from (``times["pool"]``), and the
+    pool the direct call went to (None for a single direct URL)."""
+    times: dict = {}
+    pool = last
+    for name in (("d", "p") if direct_first else ("p", "d")):
+        if name == "p":
+            url = proxied
+        elif isinstance(direct, dict):
+            pool = times.get("pool", last)
+            url = direct[pool]
+        else:
+            url = direct
         started = time.perf_counter()
         try:
             with client.stream("POST", url + "/v1/completions", json=body) as answer:
@@ -181,10 +210,12 @@ def _pair(client, direct: str, proxied: str, body: dict, stream: bool, direct_fi
                 else:
                     answer.read()
                     times[name] = time.perf_counter() - started
+                if name == "p":
+                    times["pool"] = answer.headers.get("x-specwatch-pool")
         except httpx.RemoteProtocolError as exc:
             exc.args += (name,)
             raise
-    return times
+    return times, (pool if isinstance(direct, dict) else None)
 
 
 def main() -> None:
@@ -231,8 +262,9 @@ def main() -> None:
         out["phases"]["v2"] = phase(client, urls, prompts, args.rounds, args.tokens)
         out["phases"]["v2"]["moved_to_off_after"] = {d: moved_after(p) for d, p in
                                                      out["phases"]["v2"]["proxy_pools"].items()}
-        out["overhead"] = paired(client, urls["off"], urls[PROXY], args.pairs, stream=False)
-        out["first_byte"] = paired(client, urls["off"], urls[PROXY], args.pairs // 2, stream=True)
+        direct = {name: urls[name] for name in FIXED}  # each pair: direct to the pool the proxy served it from
+        out["overhead"] = paired(client, direct, urls[PROXY], args.pairs, stream=False)
+        out["first_byte"] = paired(client, direct, urls[PROXY], args.pairs // 2, stream=True)
     finally:
         client.close()
         proxy.terminate()
