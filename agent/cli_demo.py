@@ -48,8 +48,8 @@ def demo(
     switch off there (and stay on where it still pays). Then the draft is re-distilled against v2 on live
     requests sampled during the stale phase, and speculation comes back.
 
-    Builds the model kit first if it is not cached (once: about 6 minutes on 2 cores with native bf16,
-    12.5-16 in float32 on 2-core AMD EPYC machines; resumable).
+    Installs the model kit first if it is not cached (once): from the weights shipped in the repository, in
+    seconds; `specwatch models build` trains it instead (6-16 minutes on 2 cores).
     """
     from rich.live import Live
 
@@ -68,9 +68,13 @@ def demo(
     manifest = layout.read_manifest(layout.kit_dir(size))
     if manifest is None or not manifest.get("complete"):
         from agent.cli_models import Size, build_to
+        from agent.kit.shipped import manifest_for
+        from agent.kit.specs import get_spec
 
-        screen.print(f"[bold]building the {size} model kit first[/] (once; cached under {settings.home()})")
-        build_to(Size(size), False, screen)
+        how = ("from the weights shipped in the repository" if manifest_for(get_spec(size)) else
+               "by training it (no shipped weights for this kit spec)")
+        screen.print(f"[bold]installing the {size} model kit first[/] {how} (once; cached under {settings.home()})")
+        build_to(Size(size), False, screen, shipped=True)
     try:
         kit = load_kit(size, device=settings.device())
     except KitNotBuiltError as exc:

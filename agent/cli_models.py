@@ -1,4 +1,4 @@
-"""`specwatch models build|eval|distill|export-gguf`: the local model kit from the command line.
+"""`specwatch models build|ship|eval|distill|export-gguf`: the local model kit from the command line.
 
 Thin by design: each command builds objects, calls one library function and prints; library errors
 become a one-line message and exit code 1 (Ctrl-C during a build exits 130 and keeps its progress).
@@ -42,10 +42,11 @@ SizeOption = Annotated[Size, typer.Option("--size", help="Kit size: tiny (tests,
 @contextmanager
 def _one_line_errors():
     from agent.kit.build import KitBuildError
+    from agent.kit.shipped import ShippedWeightsError
 
     try:
         yield
-    except (KitBuildError, ValueError, OSError) as exc:  # KitNotBuiltError is an OSError
+    except (KitBuildError, ShippedWeightsError, ValueError, OSError) as exc:  # KitNotBuiltError is an OSError
         errors.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
         raise typer.Exit(1) from None
 
@@ -58,14 +59,39 @@ def _bar(out: Console = console) -> Progress:
 
 @models_app.command(epilog="Example: specwatch models build --size tiny")
 def build(size: SizeOption = Size.full,
-          force: Annotated[bool, typer.Option("--force", help="Delete the kit, build afresh.")] = False):
+          force: Annotated[bool, typer.Option("--force", help="Delete the kit, build afresh.")] = False,
+          shipped: Annotated[bool, typer.Option(
+              "--shipped", help="Take the models from the weights shipped in the repository (float16, seconds) "
+                                "instead of training them; the demo does this when the kit is missing.")] = False):
     """Train the kit on the CPU under SPECWATCH_HOME/kit/SIZE; rerun to resume an interrupted build."""
-    build_to(size, force, console)
+    build_to(size, force, console, shipped)
 
 
-def build_to(size: Size, force: bool, out: Console) -> None:
+@models_app.command(epilog="Example: specwatch models build --size full --force && specwatch models ship --size full")
+def ship(size: SizeOption = Size.full):
+    """Write the trained kit's weights into the repository (agent/kit/weights/SIZE: float16 safetensors and a
+    manifest with sha256s, versions and the draft's acceptance on the trained and the shipped weights)."""
+    from agent.kit.ship import ship as run
+
+    with _one_line_errors():
+        with console.status(f"writing the {size.value} kit's weights and measuring them"):
+            manifest = run(size.value)
+    table = Table(title=f"shipped {size.value} kit (acceptance at K={manifest['acceptance']['lookahead']}, "
+                        f"{manifest['acceptance']['prompts_per_domain']} prompts per domain)")
+    for column in ("model", "bytes", "trained version", "shipped version"):
+        table.add_column(column)
+    for name, m in manifest["models"].items():
+        table.add_row(name, f"{m['bytes']:,}", m["trained_version"], m["version"])
+    console.print(table)
+    acc = manifest["acceptance"]
+    for target, domains in acc["trained"].items():
+        console.print(f"{target}: " + ", ".join(f"{d} {a:.3f} -> {acc['shipped'][target][d]:.3f}"
+                                                for d, a in domains.items()))
+
+
+def build_to(size: Size, force: bool, out: Console, shipped: bool = False) -> None:
     """The build with its progress bar and manifest table on ``out`` (the demo passes stderr under --format
-    json or csv, keeping stdout for the summary)."""
+    json or csv, keeping stdout for the summary). ``shipped``: models from the shipped weights."""
     from agent.kit.build import BuildProgress, build_kit
 
     with _bar(out) as bar:
@@ -86,7 +112,7 @@ def build_to(size: Size, force: bool, out: Console) -> None:
 
         try:
             with _one_line_errors():
-                root = build_kit(size.value, progress=Show(), force=force)
+                root = build_kit(size.value, progress=Show(), force=force, shipped=shipped)
         except KeyboardInterrupt:
             bar.stop()
             errors.print(f"interrupted; run `specwatch models build --size {size.value}` again to resume")
@@ -102,7 +128,7 @@ def _print_manifest(root: Path, out: Console = console) -> None:
     for column in ("stage", "seconds", "steps", "parameters", "loss", "version"):
         table.add_column(column, justify="left" if column in ("stage", "version") else "right")
     for stage, info in manifest["stages"].items():
-        table.add_row(stage, f"{info['seconds']:.1f}", str(info.get("steps", "")),
+        table.add_row(stage, f"{info['seconds']:.1f}", str(info.get("steps", "shipped" if "source" in info else "")),
                       f"{info['parameters']:,}" if "parameters" in info else "",
                       f"{info['loss']:.3f}" if "loss" in info else "", info.get("version", ""))
     out.print(table)

@@ -20,6 +20,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from agent.kit import layout, tokenizer
 from agent.kit.corpora import build_corpus, hash_seed
 from agent.kit.load import load_model, quiet_progress
+from agent.kit.shipped import manifest_for as shipped_manifest, read_model
 from agent.kit.specs import KitSpec, ModelShape, StageSpec, get_spec
 from agent.kit.train import TrainResult, WindowSampler, resolve_precision, train
 from agent.versions import weights_version
@@ -66,8 +67,11 @@ def save_model(model: torch.nn.Module, directory: Path) -> None:
 
 
 def build_kit(spec: KitSpec | str, home: str | Path | None = None, progress: BuildProgress | None = None,
-              force: bool = False) -> Path:
-    """Build (or finish building) the kit for ``spec`` under ``home``; returns its folder."""
+              force: bool = False, shipped: bool | Path = False) -> Path:
+    """Build (or finish building) the kit for ``spec`` under ``home``; returns its folder.
+
+    ``shipped``: take each model from the weights shipped in the repository for this spec (or from this
+    folder of shipped weights; :mod:`agent.kit.shipped`) instead of training it, where there are any."""
     spec = get_spec(spec) if isinstance(spec, str) else spec
     progress = progress or BuildProgress()
     root = layout.kit_dir(spec.name, home)
@@ -78,17 +82,20 @@ def build_kit(spec: KitSpec | str, home: str | Path | None = None, progress: Bui
     if manifest.get("spec_hash") != spec.fingerprint():
         raise KitBuildError(f"{root} holds a kit built from another {spec.name!r} spec; "
                             f"rebuild it with: specwatch models build --size {spec.name} --force")
+    ship = shipped_manifest(spec, shipped if isinstance(shipped, Path) else None) if shipped else None
     stages: dict[str, Callable[[], dict]] = {
         "corpus": lambda: _corpus_stage(spec, root),
         "target-v1": lambda: _train_stage(spec, root, progress, "target-v1", spec.target_v1),
         "draft": lambda: _train_stage(spec, root, progress, "draft", spec.draft_distill),
         "target-v2": lambda: _train_stage(spec, root, progress, "target-v2", spec.target_v2),
     }
+    for name in layout.MODELS if ship else ():
+        stages[name] = lambda name=name: _shipped_stage(spec, root, name, ship)
     for name in layout.STAGES:
         if name in manifest["stages"]:
             progress.stage_finished(name, manifest["stages"][name], skipped=True)
             continue
-        progress.stage_started(name, 1 if name == "corpus" else _stage_spec(spec, name).steps)
+        progress.stage_started(name, 1 if name == "corpus" or ship else _stage_spec(spec, name).steps)
         info = stages[name]()
         manifest["stages"][name] = info
         if "version" in info:
@@ -151,3 +158,16 @@ def _train_stage(spec: KitSpec, root: Path, progress: BuildProgress, name: str, 
             "parameters": sum(p.numel() for p in model.parameters()), "shape": asdict(shape),
             "precision": resolve_precision(spec.precision), "batch_size": stage.batch_size,
             "seq_len": spec.seq_len, "lr": stage.lr, "mix": dict(stage.mix)}
+
+
+def _shipped_stage(spec: KitSpec, root: Path, name: str, ship: dict) -> dict:
+    began = time.perf_counter()
+    shape = spec.draft if name == "draft" else spec.target
+    entry = ship["models"][name]
+    model = read_model(new_model(shape, spec.seq_len, hash_seed(spec.seed, f"{name}/init")), entry,
+                       Path(ship["folder"]))
+    save_model(model, root / name)
+    return {"seconds": round(time.perf_counter() - began, 2), "source": "shipped weights (float16)",
+            "file": entry["file"], "sha256": entry["sha256"], "trained_version": entry["trained_version"],
+            "version": weights_version(model), "parameters": sum(p.numel() for p in model.parameters()),
+            "shape": asdict(shape)}
