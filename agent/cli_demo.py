@@ -58,6 +58,7 @@ def demo(
     from agent.demo.view import live, summary, summary_rows
     from agent.kit import layout
     from agent.kit.load import KitNotBuiltError, load_kit
+    from agent.times import iso
 
     if size not in ("full", "tiny"):
         raise fail(f"--size: expected full or tiny, got {size!r}")
@@ -102,8 +103,8 @@ def demo(
         return
     console.print(summary(result.tally, plan.domains))
     if result.alerts:
-        console.print("[bold]alerts raised during the run[/] (specwatch alerts --state all --since "
-                      f"{int(result.ended - result.started) + 60}s):")
+        console.print(f"[bold]alerts raised during the run[/] (specwatch alerts --db {url} --state all --since "
+                      f"{iso(result.started)}):", highlight=False)
         for a in result.alerts:
             console.print(f"  {a.labels['alertname']:<20} {a.labels.get('domain', ''):<6} {a.state:<8} "
                           f"{a.annotations.get('summary', '')}", highlight=False)

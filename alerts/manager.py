@@ -81,6 +81,7 @@ class AlertManager:
                 self._active[alert.fingerprint] = _Active(alert, last_fired=now)
                 return
             entry.last_fired = now
+            annotations = _keep_first_summary(entry.alert.annotations, annotations)
             if entry.alert.annotations != annotations:
                 entry.alert = replace(entry.alert, annotations=annotations)
                 entry.changed = entry.firing
@@ -246,3 +247,18 @@ class AlertManager:
         deadline = time.monotonic() + timeout
         for delivery in self.deliveries:
             delivery.close(max(0.0, deadline - time.monotonic()))
+
+
+UPDATES_KEPT = 5  # later summaries of an alert that is still active, newest last
+
+
+def _keep_first_summary(old: dict[str, str], new: dict[str, str]) -> dict[str, str]:
+    """A refreshed alert keeps the summary it was raised with (what the operator was first told); a
+    different later one is appended to ``updates`` (the last few, " | "-separated) instead of replacing it."""
+    first, latest = old.get("summary"), new.get("summary")
+    if first is None or latest is None or latest == first:
+        return {**new, **({"updates": old["updates"]} if "updates" in old else {})}
+    updates = [u for u in old.get("updates", "").split(" | ") if u]
+    if not updates or updates[-1] != latest:
+        updates.append(latest)
+    return {**new, "summary": first, "updates": " | ".join(updates[-UPDATES_KEPT:])}

@@ -253,3 +253,22 @@ def test_concurrent_fire_and_tick(make, clock, sink):
     tick(m, clock, T0 + 100)
     assert len(m.firing()) == 20 and len({a.fingerprint for a in sink.sent}) == 20
     assert sum(s[2] == "firing" for s in sink.states()) >= 20
+
+
+def test_a_refreshed_alert_keeps_its_first_summary_and_appends_later_ones(make, clock, sink):
+    m = make(pending_seconds=0)
+    m.fire("SpeculationDisabled", "logs", None, {"reason": "off: the policy ran K=0"})
+    tick(m, clock, T0)
+    first = m.firing()[0].annotations["summary"]
+    assert "the policy ran K=0" in first
+    for i, reason in enumerate(("off: acceptance collapsed", "off: probes lose", "off: probes lose")):
+        clock.now = T0 + 1 + i
+        m.fire("SpeculationDisabled", "logs", None, {"reason": reason})
+    tick(m, clock, T0 + 10)
+    [alert] = m.firing()
+    assert alert.annotations["summary"] == first
+    assert alert.annotations["updates"] == ("Speculation turned off in logs: off: acceptance collapsed | "
+                                            "Speculation turned off in logs: off: probes lose")
+    assert alert.annotations["reason"] == "off: probes lose"  # the other annotations are the latest
+    stored = sink.sent[-1]
+    assert stored.annotations["summary"] == first and "acceptance collapsed" in stored.annotations["updates"]
