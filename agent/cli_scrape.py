@@ -56,7 +56,7 @@ def scrape(
     TensorRT-LLM (trtllm_spec_decode_{drafted,accepted}_tokens_total per token_position).
 
     Per-position counts become one step per draft, reproducing every count exactly; SGLang's gauges become
-    one aggregate record per scrape (estimated: see the README). The first scrape is a baseline; an engine
+    one aggregate record per scrape (estimated: see docs/engines.md). The first scrape is a baseline; an engine
     restart counts from the restart. A page with several models records each under its own domain and pod.
     Step time: the engine's own where its page has it, else the scrape interval. Do not write the same --db
     and --pod as a running sidecar: use --sidecar. SIGTERM or Ctrl-C: stop after the current scrape, flush,
