@@ -147,8 +147,13 @@ def test_a_domain_switched_off_sends_no_request_to_the_draft_pool(pools, front, 
 
 def test_timeouts_give_504_naming_the_pool(pools, kit):
     with proxy_in_front({"k4": pools["k4"]}, kit["tmp"] / "slow", read_seconds=0.001) as (url, _):
-        # ignore_eos: the tiny model may end at once, answering within the timeout (seen: 1 run in 3)
-        answer = complete(url, "code", kit["prompts"]["code"][0], max_tokens=400, ignore_eos=True)
+        # ignore_eos: the tiny model may end at once, answering within the timeout (seen: 1 run in 3). On a
+        # loaded machine the proxy's event loop can also get the whole answer and the timer in one wake-up,
+        # and the answer wins: ask up to 5 times; without a timeout every answer would be a 200.
+        for _ in range(5):
+            answer = complete(url, "code", kit["prompts"]["code"][0], max_tokens=400, ignore_eos=True)
+            if answer.status_code != 200:
+                break
     assert answer.status_code == 504 and answer.json()["error"]["pool"] == "k4"
 
 
