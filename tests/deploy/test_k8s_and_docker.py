@@ -115,7 +115,7 @@ def test_kustomize_builds():
     result = subprocess.run(["kubectl", "kustomize", str(DEPLOY / "k8s")], capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr.decode()
     kinds = {doc["kind"] for doc in yaml.safe_load_all(result.stdout) if doc}
-    assert kinds == {"Deployment", "Service"}
+    assert kinds == {"Deployment", "Service", "PodMonitor", "PrometheusRule"}  # tests/deploy/test_kustomize_render.py
 
 
 def dockerfile() -> list[tuple[str, str]]:
