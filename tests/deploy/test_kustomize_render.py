@@ -20,13 +20,13 @@ import os
 import re
 import shutil
 import subprocess
+from importlib.resources import files
 from pathlib import Path
 
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from importlib_resources import files
 from referencing import Registry, Resource
 
 ROOT = Path(__file__).resolve().parents[2]
