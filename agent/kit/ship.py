@@ -52,7 +52,8 @@ def ship(size: str, home: str | Path | None = None, into: Path | None = None) ->
     models = {}
     for name, model in (("target-v1", kit.target_v1), ("draft", kit.draft), ("target-v2", kit.target_v2)):
         models[name] = {**write_model(model, out / f"{name}.safetensors"),
-                        "trained_version": kit.versions[name], "parameters": sum(p.numel() for p in model.parameters())}
+                        "trained_version": kit.versions[name], "parameters": sum(p.numel() for p in model.parameters()),
+                        "trained_precision": trained["stages"][name].get("precision")}
     manifest = {"kit": size, "spec_hash": spec.fingerprint(), "models": models,
                 "trained_with": trained.get("environment", {}), "shipped_with": environment(),
                 "command": f"specwatch models build --size {size} --force && specwatch models ship --size {size}"}

@@ -18,7 +18,7 @@ from agent.kit.shipped import ShippedWeightsError, folder, manifest_for
 from agent.kit.specs import get_spec
 
 
-@pytest.fixture(scope="module", params=["tiny"])
+@pytest.fixture(scope="module", params=["tiny", "full"])
 def installed(request, tmp_path_factory):
     size = request.param
     manifest = manifest_for(get_spec(size))
