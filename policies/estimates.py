@@ -57,6 +57,13 @@ class DecayingSums:
             self._dd += scale * denominator * denominator / weight
             self._nd += scale * numerator * denominator / weight
 
+    def scale(self, step: int, factor: float) -> None:
+        """Multiply every sum by ``factor`` in (0, 1]: the same mean and spread, as if ``factor`` times as many
+        observations had measured them (its standard error grows by 1 / sqrt(factor))."""
+        self._decay(step)
+        self._n, self._num, self._den = self._n * factor, self._num * factor, self._den * factor
+        self._nn, self._dd, self._nd = self._nn * factor, self._dd * factor, self._nd * factor
+
     def weight(self, step: int) -> float:
         self._decay(step)
         return self._n

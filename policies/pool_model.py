@@ -66,6 +66,9 @@ def pool_goodput(accept: float, k: int, seconds_per_step: float, tokens: float =
     return goodput(shrink([tokens], [steps], [model], prior_steps)[0], seconds_per_step)
 
 
+KEEP_AFTER_CHANGE = 0.1  # share of a domain's acceptance evidence kept after a jump or a version change
+
+
 class _Counts:
     """Per-lookahead discounted steps, accepted and drafted tokens and requests of a domain (or of all), and
     the requests since the last speculative one (``idle``: how long acceptance went unmeasured)."""
@@ -217,7 +220,7 @@ class PoolModel(Policy):
             return self
         accepted = float(min(outcome.accepted, drafted))
         if sum(counts.requests) > 0 and self._jumped(counts, steps, accepted, drafted):
-            counts.add(0.1, k, 0.0, 0.0, 0.0, 0.0)
+            counts.add(KEEP_AFTER_CHANGE, k, 0.0, 0.0, 0.0, 0.0)
         counts.add(self._gamma, k, steps, accepted, drafted)
         self._all.add(self._gamma, k, steps, accepted, drafted)
         return self
@@ -250,8 +253,20 @@ class PoolModel(Policy):
         return self
 
     def reconsider(self) -> "PoolModel":
-        """A model version changed: acceptance and step costs are measured afresh."""
-        self._clear()
+        """A model version changed: what was measured describes the old pair. Acceptance evidence keeps a
+        tenth of its weight (as after a ``jump``) and each pool's step cost at most ``min_requests`` requests'
+        worth, so the new pair's first requests outweigh both at once while the domains go on being served
+        from what was known. (Forgetting everything made every pool an untried one again: each took
+        ``min_requests`` requests before it was predicted, 2-3 of a stale domain's first 24 requests on
+        draft pools at half speed in bench/engine_llamacpp.py.)"""
+        for counts in (*self._domains.values(), self._all):
+            idle = counts.idle
+            counts.add(KEEP_AFTER_CHANGE, 0, 0.0, 0.0, 0.0, 0.0)
+            counts.idle = idle
+        for sums in self._costs:
+            weight = sums.weight(self._requests)
+            if weight > self.min_requests:
+                sums.scale(self._requests, self.min_requests / weight)
         return self
 
     def forget(self, domain: str) -> "PoolModel":

@@ -52,7 +52,7 @@ class SwitchConfig:
         already an average over its steps, so a few of them decide."""
         return cls(dwell=3, halflife=6.0, baseline_halflife=60.0, min_samples=2.0, min_baseline=2.0,
                    probe_fraction=0.02, baseline_fraction=0.02, investigate_fraction=0.1, watch_steps=10,
-                   watch_tokens=32, reconsider_steps=20)
+                   watch_tokens=32, reconsider_steps=10)
 
     def __post_init__(self) -> None:
         for name in ("margin_off", "margin_on", "probe_fraction", "baseline_fraction", "investigate_fraction",

@@ -125,8 +125,69 @@ def test_costs_are_shared_across_domains():
     assert policy.cost(8)[0] > policy.cost(0)[0] > 0
     assert "predicts" in policy.choose("b").reason  # a new domain predicts from the first one's evidence
     assert policy.acceptance("b")[0] == pytest.approx(0.9, abs=0.05)
-    policy.reconsider()
-    assert policy.acceptance("a") == (0.5, math.inf) and policy.cost(0)[1] == math.inf
+    a, se = policy.acceptance("a")
+    costs = [policy.cost(k) for k in ARMS]
+    policy.reconsider()  # a version change: the same means, far less sure of them
+    a2, se2 = policy.acceptance("a")
+    assert a2 == pytest.approx(a, abs=0.02) and se2 > 1.5 * se
+    for k, (seconds, rel) in zip(ARMS, costs):
+        assert policy.cost(k)[0] == pytest.approx(seconds) and rel < policy.cost(k)[1] < math.inf
+
+
+class ForgetAll(PoolModel):
+    """The broken variant: a version change forgets every acceptance and cost (as the policy once did)."""
+
+    def reconsider(self):
+        self._clear()
+        return self
+
+
+def untried_after_a_version_change(make, change: bool = True) -> int:
+    """Over the seeds: requests chosen because a pool's cost was "not measured yet" in the 24 per domain
+    after a version change (nothing else changed; ``change=False``: no version change, the baseline)."""
+    untried = 0
+    for seed in SEEDS:
+        world, policy = PoolWorld(dict(ACCEPT), seed=seed), make(seed)
+        run(policy, world, list(ACCEPT), 24, rng=random.Random(seed))
+        if change:
+            policy.reconsider()
+        for i in range(24):
+            for d in ACCEPT:
+                decision = policy.choose(d)
+                untried += "not measured" in decision.reason
+                policy.update(d, world.request(d, decision.lookahead, 24 + i))
+    return untried
+
+
+def test_a_version_change_keeps_serving_from_what_was_known():
+    def make(seed):
+        return PoolModel(seed=seed).restrict(ARMS)
+
+    baseline = untried_after_a_version_change(make, change=False)  # pools whose few costs faded anyway
+    assert untried_after_a_version_change(make) <= baseline + 1
+    forgot = untried_after_a_version_change(lambda seed: ForgetAll(seed=seed).restrict(ARMS))
+    assert forgot >= baseline + len(SEEDS) * 4, (forgot, baseline)
+
+
+def after_a_version_change(make, change: dict[str, float]) -> list[int]:
+    """Per seed and domain made stale by ``change`` (off best after it): the request, of the 24 after the
+    version change, from which it stayed on off (the first of five off in a row)."""
+    settled = []
+    for seed in SEEDS:
+        world, policy = PoolWorld(dict(ACCEPT), seed=seed), make(seed)
+        run(policy, world, list(ACCEPT), 24, rng=random.Random(seed))
+        world.accept.update(change)
+        policy.reconsider()
+        got = run(policy, world, list(ACCEPT), 24, start=24, rng=random.Random(seed + 1))
+        for d in change:
+            ks = [o.lookahead for o in got[d]]
+            settled.append(next(j for j in range(len(ks) - 4) if not any(ks[j:j + 5])))
+    return settled
+
+
+def test_a_version_change_that_leaves_the_draft_stale_still_moves_to_off_at_once():
+    settled = after_a_version_change(lambda seed: PoolModel(seed=seed).restrict(ARMS), {"code": 0.4, "chat": 0.45})
+    assert settled and max(settled) <= 2, settled
 
 
 @pytest.mark.parametrize("kwargs", [dict(halflife=0), dict(z=-1), dict(min_requests=0), dict(drift=math.inf)])
