@@ -53,11 +53,13 @@ def pair_since(store: Store, draft_version: str | None, since: float | None, now
     return min(since, now - 1)
 
 
-def switch_states(store: Store, domains: list[str] | None = None) -> dict[str, bool]:
-    """The last stored on/off state per domain (domains never switched are absent: on by default)."""
+def switch_states(store: Store, domains: list[str] | None = None,
+                  before: dict[str, float] | None = None) -> dict[str, bool]:
+    """The last stored on/off state per domain (domains never switched are absent: on by default);
+    ``before``: per domain, only transitions stored before that time count."""
     state: dict[str, bool] = {}
     for t in store.transitions():
-        if domains is None or t.domain in domains:
+        if (domains is None or t.domain in domains) and (before is None or t.ts < before.get(t.domain, math.inf)):
             state[t.domain] = t.enabled
     return state
 
@@ -94,7 +96,10 @@ def returning_history(store: Store, pod: str, admitted: list[tuple[str, float]],
     if not admitted:
         return {}
     target, draft = latest_versions(store, pod)
-    states = switch_states(store, [d for d, _ in admitted]) if switch else {}
+    # Only what the domain's earlier life stored: once admitted, its own transitions are live state (the
+    # last stored one may be older than the switch's current state, whose transition is not flushed yet:
+    # taking it turned logs off silently right after it came back on, and on again a second later).
+    states = switch_states(store, [d for d, _ in admitted], before=dict(admitted)) if switch else {}
     out: dict[str, tuple[list[ArmStats], bool | None]] = {}
     for domain, at in admitted:
         until = at - RETURN_MARGIN
