@@ -24,6 +24,12 @@ from policies.registry import make
 from storage import Store, StoreConfig
 
 log = logging.getLogger("specwatch.proxy")
+# httptools (C parser) and uvloop: uvicorn's defaults without them are h11 and asyncio's loop, 0.15-0.25 ms more
+# CPU and about 0.2 ms more latency per request (bench/proxy_overhead.py). No Server and Date headers of
+# uvicorn's own (a forwarded answer carries the engine's: two Server headers otherwise), and no proxy-headers
+# middleware (the proxy never reads the client's address).
+SERVER_OPTIONS = dict(http="httptools", loop="uvloop", access_log=False, server_header=False, date_header=False,
+                      proxy_headers=False)
 
 
 @dataclass
@@ -75,10 +81,8 @@ def serve(config: ProxyConfig, runtime: ProxyRuntime | None = None) -> int:
     # proxy allocates from now on is still collected.
     gc.collect()
     gc.freeze()
-    # httptools (C parser) and uvloop: uvicorn's defaults without them are h11 and asyncio's loop, 0.15-0.25 ms
-    # more CPU and about 0.2 ms more latency per request (bench/proxy_overhead.py).
     server_config = uvicorn.Config(runtime.app, host=config.host, port=config.port, lifespan="on",
-                                   http="httptools", loop="uvloop", access_log=False, log_level="info",
+                                   log_level="info", **SERVER_OPTIONS,
                                    timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3)))
     return run_until_signal(runtime, server_config, config.shutdown_seconds,
                             lambda: log.info("specwatch proxy on %s: pools %s, policy %s, db %s", config.url,

@@ -20,11 +20,12 @@ def free_port() -> int:
 class Running:
     """``with Running(app) as r:`` serves ``app`` at ``r.url`` (lifespan on) until the block ends."""
 
-    def __init__(self, app, port: int | None = None, lifespan: str = "on"):
+    def __init__(self, app, port: int | None = None, lifespan: str = "on", **options):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        options = {"access_log": False, **options}
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, lifespan=lifespan,
-                                                    log_level="warning", access_log=False))
+                                                    log_level="warning", **options))
         self.server.install_signal_handlers = lambda: None  # not the main thread
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

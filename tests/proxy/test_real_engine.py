@@ -17,7 +17,7 @@ from agent.config import SidecarConfig
 from agent.engines.llamacpp import LlamaServer, LlamaServerConfig, LlamaServerError, find_binary
 from agent.kit import layout
 from agent.proxy.config import ProxyConfig, Upstream
-from agent.proxy.run import build
+from agent.proxy.run import SERVER_OPTIONS, build
 from policies.switch import SwitchConfig
 from storage.query import StatsQuery
 from tests.engines.conftest import kit_home, tiny_gguf  # noqa: F401 (session fixtures: the tiny kit as GGUF)
@@ -67,7 +67,7 @@ def proxy_in_front(pools, tmp, **options):
     options = {"health_seconds": 0.2, "read_seconds": 60.0, **options}
     runtime = build(ProxyConfig(upstreams, sidecar=sidecar, port=0, **options))
     try:
-        with Running(runtime.app) as running:
+        with Running(runtime.app, **SERVER_OPTIONS) as running:  # as `specwatch proxy` runs it
             yield running.url, runtime
     finally:
         runtime.sidecar.close()
@@ -209,3 +209,9 @@ def test_a_target_swapped_behind_the_proxy_fires_stale_draft_naming_both_version
     assert fired, "StaleDraft did not fire"
     notes = fired[0].annotations
     assert old in notes.values() and new in notes.values(), notes
+
+
+def test_the_engines_headers_reach_the_client_once(front, kit):
+    url, _ = front
+    answer = complete(url, "code", kit["prompts"]["code"][0])
+    assert answer.status_code == 200 and answer.headers.get_list("server") == ["llama.cpp"]
