@@ -194,3 +194,29 @@ def test_a_version_change_that_leaves_the_draft_stale_still_moves_to_off_at_once
 def test_bad_parameters_are_named(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         PoolModel(**kwargs)
+
+
+def bisected(steps, accepted, lookaheads) -> float:
+    """The reference: bisection on the same equation."""
+    pairs = [(s, k) for s, k in zip(steps, lookaheads) if s > 0 and k > 0]
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        a = 0.5 * (low + high)
+        if sum(s * (leviathan_tokens(a, k) - 1.0) for s, k in pairs) < sum(accepted):
+            low = a
+        else:
+            high = a
+    return 0.5 * (low + high)
+
+
+def test_the_newton_back_out_equals_bisection():
+    rng = random.Random(7)
+    for _ in range(2000):
+        ks = [rng.choice([0, 1, 2, 4, 8]) * rng.uniform(0.3, 1.0) for _ in range(rng.randint(1, 5))]
+        steps = [rng.uniform(0.1, 500) for _ in ks]
+        a = rng.choice([rng.random(), 1e-4, 0.9999, 0.5])
+        accepted = [s * (leviathan_tokens(a, k) - 1.0) * rng.uniform(0.8, 1.2) for s, k in zip(steps, ks)]
+        got = backed_out_acceptance(steps, accepted, ks)
+        if got is None or got in (0.0, 1.0):
+            continue
+        assert got == pytest.approx(bisected(steps, accepted, ks), abs=1e-9)
