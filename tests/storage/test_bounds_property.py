@@ -18,7 +18,7 @@ from collections import defaultdict
 
 import pytest
 import sqlalchemy as sa
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 import agent.records as records_module
@@ -142,8 +142,10 @@ def check_pipeline(url: str, records: list[StepRecord], config: StoreConfig, pre
 
 
 def run_property(db_url, tmp_path, pg_admin, config: StoreConfig, examples: int, shrink: bool = True,
-                 prepare=None) -> None:
-    phases = tuple(Phase) if shrink else (Phase.generate,)
+                 prepare=None, known: list[StepRecord] | None = None) -> None:
+    """The property over ``examples`` drawn batches; ``known``: a batch tried first, every time (a broken
+    variant's test must fail whatever the draws: random draws reach the extremes only most of the time)."""
+    phases = tuple(Phase) if shrink else (Phase.explicit, Phase.generate)
 
     @settings(max_examples=examples, deadline=None, database=None, phases=phases, report_multiple_bugs=False,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -156,11 +158,21 @@ def run_property(db_url, tmp_path, pg_admin, config: StoreConfig, examples: int,
         finally:
             drop()
 
-    prop()
+    (example(records=known)(prop) if known is not None else prop)()
+
+
+def at_the_bound(k: int = CONFIG["kmax"], steps: int | None = None, timestamp: float = NOW) -> StepRecord:
+    """One request's aggregate with every count at its largest: K x MAX_STEPS drafted, all accepted."""
+    steps = records_module.MAX_STEPS if steps is None else steps
+    return StepRecord(domain="code", lookahead=k, accepted=k * steps, emitted=(k + 1) * steps,
+                      draft_seconds=0.5, verify_seconds=0.5, target_version="t", draft_version="d", steps=steps,
+                      drafted=k * steps, timestamp=timestamp)
 
 
 def test_nothing_inside_the_bounds_can_break_a_write_or_a_query(db_url, tmp_path, pg_admin):
-    run_property(db_url, tmp_path, pg_admin, StoreConfig(**CONFIG), 40 if db_url.startswith("sqlite") else 20)
+    # The batch the broken variants below fail on passes here, every time.
+    run_property(db_url, tmp_path, pg_admin, StoreConfig(**CONFIG), 40 if db_url.startswith("sqlite") else 20,
+                 known=[at_the_bound(), at_the_bound(k=1, steps=1)])
 
 
 @pytest.mark.filterwarnings("ignore:Generating overly large repr")
@@ -170,7 +182,8 @@ def test_the_old_bounds_fail_the_property(tmp_path, pg_admin, monkeypatch):
     monkeypatch.setattr(records_module, "MAX_STEP_SECONDS", sys.float_info.max)
     old = StoreConfig(**CONFIG, max_past_seconds=10**308, max_future_seconds=10**308)
     with pytest.raises(AssertionError, match="dead_lettered"):  # a timestamp 1e300 cannot be stored
-        run_property(f"sqlite:///{tmp_path / 'x.db'}", tmp_path, pg_admin, old, 100, shrink=False)
+        run_property(f"sqlite:///{tmp_path / 'x.db'}", tmp_path, pg_admin, old, 100, shrink=False,
+                     known=[at_the_bound(k=1, steps=1, timestamp=1e300)])
 
 
 @pytest.mark.filterwarnings("ignore:Generating overly large repr")
@@ -179,7 +192,8 @@ def test_unbounded_steps_fail_the_property(tmp_path, pg_admin, monkeypatch):
     # (dead-lettered); past 2^53 the totals read back as floats are off by one (the two ways it fails).
     monkeypatch.setattr(records_module, "MAX_STEPS", 2**64)
     with pytest.raises(AssertionError, match=r"dead_lettered|assert \d+ == \d+"):
-        run_property(f"sqlite:///{tmp_path / 'x.db'}", tmp_path, pg_admin, StoreConfig(**CONFIG), 100, shrink=False)
+        run_property(f"sqlite:///{tmp_path / 'x.db'}", tmp_path, pg_admin, StoreConfig(**CONFIG), 100, shrink=False,
+                     known=[at_the_bound(steps=2**62)])
 
 
 @pytest.mark.filterwarnings("ignore:Generating overly large repr")
@@ -196,4 +210,5 @@ def test_four_byte_counts_fail_the_property(tmp_path, pg_admin):
 
     # A window row past 2^31 is dead-lettered; rows that fit but sum past it make the hour rollup fail.
     with pytest.raises((AssertionError, StoreError), match="dead_lettered|out of range"):
-        run_property(PG_SERVER, tmp_path, pg_admin, StoreConfig(**CONFIG), 100, shrink=False, prepare=four_bytes)
+        run_property(PG_SERVER, tmp_path, pg_admin, StoreConfig(**CONFIG), 100, shrink=False, prepare=four_bytes,
+                     known=[at_the_bound()])
