@@ -27,9 +27,10 @@ from storage.engine import Database, Timeouts, database_errors
 from storage.events import Decision, StoredAlert, Transition, VersionSeen
 from storage.flush import write_all
 from storage.pending import PendingWindows
-from storage.query import StatsQuery, StatsResult, stats, stored_until
+from storage.query import TIME_DIMS, StatsQuery, StatsResult, stats, stored_until
 from storage.retention import prune
 from storage.sql import ceil_to, floor_to
+from storage.state import load_state
 from storage.rollup import rollup
 from storage.tiers import tiers
 from storage.timeline import History, Point, grain, off_periods, target_changes
@@ -256,18 +257,23 @@ class Store:
             if since is None:
                 first = stats(conn, StatsQuery(until=until, by=("day",), domain=domain), self.tiers, until)
                 since = first.rows[0]["day"] if first.rows else until - 86400
-            step = grain(since, until)
+            finest = self.tiers[0]
+            # The finest tier only where it still holds the whole range (older windows are pruned).
+            kept = load_state(conn, self.tiers)[finest.name].available_from <= since
+            step = grain(since, until, finest.seconds if kept else 60)
             result = stats(conn, StatsQuery(since, until, ("domain", step), domain), self.tiers, until)
             changes = events.transitions(conn, until, domain)
             alerts = [a for a in events.load_alerts(conn, "all", since, until)
                       if domain is None or a.labels.get("domain") in (None, domain)]
-            targets = [v for v in events.versions(conn) if v.role == "target"]
+            versions = events.versions(conn)
         acceptance: dict[str, list[Point]] = {}
         for row in result.rows:
             acceptance.setdefault(row["domain"], []).append(
                 Point(row[step], row["acceptance_rate"], row["steps"]))
-        return History(int(since), int(until), {"minute": 60, "hour": 3600, "day": 86400}[step], acceptance,
-                       off_periods(changes, since, until), alerts, target_changes(targets, since, until))
+        role = {r: [v for v in versions if v.role == r] for r in ("target", "draft")}
+        return History(int(since), int(until), TIME_DIMS[step], acceptance, off_periods(changes, since, until),
+                       alerts, target_changes(role["target"], since, until),
+                       target_changes(role["draft"], since, until))
 
     def _resume_after(self) -> int:
         """The end of the latest window this pod stored at or after now (0 if none)."""

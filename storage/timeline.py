@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from storage.events import StoredAlert, Transition, VersionSeen
 
@@ -32,12 +32,18 @@ class History:
     off: list[OffPeriod]
     alerts: list[StoredAlert]
     target_versions: list[VersionSeen]  # target versions first seen inside the range
+    draft_versions: list[VersionSeen] = field(default_factory=list)  # likewise for the draft
 
 
-def grain(since: float, until: float) -> str:
-    """The time bucket that gives a readable number of points for a range."""
+def grain(since: float, until: float, finest: int = 60) -> str:
+    """The time bucket that gives a readable number of points (about 60-600) for a range: 10 s up to 15
+    minutes when the finest stored tier (``finest`` seconds, covering ``since``) can give it, then a minute
+    up to 6 hours, 5 minutes up to 2 days, an hour up to 21 days, else a day."""
     span = until - since
-    return "minute" if span <= 6 * 3600 else "hour" if span <= 21 * 86400 else "day"
+    if span <= 15 * 60 and 10 % finest == 0:
+        return "10s"
+    return ("minute" if span <= 6 * 3600 else "5m" if span <= 2 * 86400 else "hour" if span <= 21 * 86400
+            else "day")
 
 
 def off_periods(transitions: list[Transition], since: float, until: float) -> list[OffPeriod]:
@@ -57,8 +63,8 @@ def off_periods(transitions: list[Transition], since: float, until: float) -> li
 
 
 def target_changes(targets: list[VersionSeen], since: float, until: float) -> list[VersionSeen]:
-    """Target versions that replaced an earlier one inside [since, until): the first sighting of each
-    version across pods, leaving out each pod's very first target (nothing changed then)."""
+    """Versions (of one role: targets, or drafts) that replaced an earlier one inside [since, until): the
+    first sighting of each version across pods, leaving out each pod's very first one (nothing changed)."""
     first_of_pod: dict[str, float] = {}
     for v in targets:
         first_of_pod[v.pod] = min(first_of_pod.get(v.pod, v.first_seen), v.first_seen)

@@ -67,3 +67,19 @@ def test_history_has_acceptance_off_periods_alerts_and_versions(store):
     assert [a.starts_at for a in history.alerts] == [T0 + 3.5 * H]
     assert [v.version for v in history.target_versions] == ["t2"]
     assert store.history(T0, T0 + 30 * 86400).bucket_seconds == 86400
+
+
+def test_history_buckets_follow_the_span_and_mark_draft_changes(store):
+    # A three-minute run: 10-second buckets from the windows, so a drop inside a minute shows.
+    records = [step("logs", 4, 4, T0 + s) for s in range(0, 60, 2)]
+    records += [step("logs", 4, 1, T0 + s, draft="d2") for s in range(60, 180, 2)]
+    store.write_records(records)
+    store.flush(T0 + 400)
+    store.rollup(T0 + 400)
+    history = store.history(T0, T0 + 180)
+    assert history.bucket_seconds == 10 and len(history.acceptance["logs"]) == 18
+    assert [p.acceptance for p in history.acceptance["logs"]][5:7] == [1.0, 0.25]
+    assert [v.version for v in history.draft_versions] == ["d2"]
+    assert store.history(T0, T0 + 3 * H).bucket_seconds == 60
+    assert store.history(T0, T0 + 24 * H).bucket_seconds == 300
+    assert store.history(T0, T0 + 7 * 86400).bucket_seconds == 3600
