@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
 from enum import Enum
 
 import typer
@@ -114,6 +115,9 @@ def main() -> None:
 
         memory.restart_with_system_allocator()
     logging.getLogger("transformers").setLevel(logging.ERROR)
+    # transformers 5 deprecates the past_key_values argument the decoder passes (the only one that works from
+    # 4.46 on): one warning per call site on a user's screen, nothing they can act on.
+    warnings.filterwarnings("ignore", message=r".*`past_key_values` is deprecated", category=FutureWarning)
     _register()
     app()
 
