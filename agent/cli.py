@@ -16,7 +16,7 @@ app = typer.Typer(
     help="Watch, tune and switch speculative decoding per domain.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
 )
 console = Console()
 errors = Console(stderr=True)
@@ -90,17 +90,25 @@ def _register() -> None:
     from agent.cli_models import models_app
     from agent.cli_scrape import EXAMPLE as SCRAPE_EXAMPLE, scrape
 
-    app.command(epilog=cli_demo.EXAMPLE)(cli_demo.demo)
-    app.command(epilog="Example: specwatch decode --domain code --lookahead 4")(decode)
-    app.add_typer(models_app, name="models")
-    app.command(epilog=cli_stats.EXAMPLE)(cli_stats.stats)
-    app.command(epilog=cli_db.VERSIONS_EXAMPLE)(cli_db.versions)
-    app.command(epilog=cli_alerts.EXAMPLE)(cli_alerts.alerts)
-    app.add_typer(cli_db.db_app, name="db")
-    app.command(epilog=SCRAPE_EXAMPLE)(scrape)
-    app.command(epilog=cli_serve.EXAMPLE)(cli_serve.serve)
-    app.command(epilog=cli_proxy.EXAMPLE)(cli_proxy.proxy)
-    app.command("recommend", epilog=cli_recommend.EXAMPLE)(cli_recommend.recommend_cmd)
+    # One line each in `specwatch --help`; each command's own --help has the whole text.
+    app.command(epilog=cli_demo.EXAMPLE, short_help="Run the story end to end on the local model kit.")(
+        cli_demo.demo)
+    app.command(epilog="Example: specwatch decode --domain code --lookahead 4",
+                short_help="Decode one prompt per domain, target alone then speculatively.")(decode)
+    app.add_typer(models_app, name="models", short_help="Build, ship, evaluate, distill and export the model kit.")
+    app.command(epilog=cli_stats.EXAMPLE, short_help="Acceptance history: tables, CSV/JSON, or a plot.")(
+        cli_stats.stats)
+    app.command(epilog=cli_db.VERSIONS_EXAMPLE, short_help="Target and draft versions seen, per pod.")(
+        cli_db.versions)
+    app.command(epilog=cli_alerts.EXAMPLE, short_help="Alerts, firing or resolved, oldest first.")(cli_alerts.alerts)
+    app.add_typer(cli_db.db_app, name="db", short_help="Migrate or prune the database.")
+    app.command(epilog=SCRAPE_EXAMPLE, short_help="Record an engine's speculation metrics page (vLLM, llama.cpp, "
+                                                  "SGLang, TensorRT-LLM).")(scrape)
+    app.command(epilog=cli_serve.EXAMPLE, short_help="Run the sidecar's HTTP API beside an engine.")(cli_serve.serve)
+    app.command(epilog=cli_proxy.EXAMPLE, short_help="Proxy an OpenAI-compatible engine, routing domains to "
+                                                     "pools.")(cli_proxy.proxy)
+    app.command("recommend", epilog=cli_recommend.EXAMPLE,
+                short_help="Each engine's start-up flags from the stored history.")(cli_recommend.recommend_cmd)
 
 
 LONG_RUNNING = ("serve", "proxy")

@@ -51,9 +51,9 @@ def scrape(
     timeout: Annotated[float, typer.Option(help="HTTP timeout in seconds.", min=0.1)] = 10.0,
 ) -> None:
     """Read speculative-decoding metrics every --interval seconds and record their deltas as steps. The
-    engine is recognised from the page: vLLM (vllm:spec_decode_num_*), llama.cpp
-    (llamacpp:spec_decode_num_*), SGLang (sglang:spec_accept_length / _rate gauges with its token counter),
-    TensorRT-LLM (trtllm_spec_decode_{drafted,accepted}_tokens_total per token_position).
+    engine is recognised from the page: vLLM (`vllm:spec_decode_num_*`), llama.cpp
+    (`llamacpp:spec_decode_num_*`), SGLang (`sglang:spec_accept_length` / `_rate` gauges with its token
+    counter), TensorRT-LLM (`trtllm_spec_decode_{drafted,accepted}_tokens_total` per `token_position`).
 
     Per-position counts become one step per draft, reproducing every count exactly; SGLang's gauges become
     one aggregate record per scrape (estimated: see docs/engines.md). The first scrape is a baseline; an engine
