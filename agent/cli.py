@@ -51,8 +51,11 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def emit_rows(rows: list[dict], fmt: Format, title: str | None = None) -> None:
-    """Print rows as a rich table, JSON or CSV (the same columns in every format)."""
+def emit_rows(rows: list[dict], fmt: Format, title: str | None = None, drop: tuple[str, ...] = (),
+              wrap: str | None = None) -> None:
+    """Print rows as a rich table, JSON or CSV (the same columns in every format). The table fits the
+    terminal (agent/fit_table.py): columns in ``drop`` leave first to last when it would not, and ``wrap``
+    (free text) wraps instead of being cut."""
     if fmt is Format.json:
         print(json.dumps(rows, indent=2))
         return
@@ -64,14 +67,11 @@ def emit_rows(rows: list[dict], fmt: Format, title: str | None = None) -> None:
         writer.writeheader()
         writer.writerows(rows)
         return
-    from rich.table import Table
+    from agent.fit_table import fitted
 
-    table = Table(title=title)
-    for col in columns:
-        table.add_column(col, justify="right" if rows and _numeric(rows[0][col]) else "left")
-    for row in rows:
-        table.add_row(*(_cell(row[c]) for c in columns))
-    console.print(table)
+    numeric = [bool(rows) and _numeric(rows[0][c]) for c in columns]
+    cells = [[_cell(row[c]) for c in columns] for row in rows]
+    console.print(fitted(rows, cells, numeric, console.width, drop, wrap, title))
 
 
 def _numeric(value) -> bool:

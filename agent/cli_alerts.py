@@ -52,7 +52,8 @@ def alerts(
         when = f" since {iso(start)}" if start is not None else ""
         console.print(f"no {'' if state is State.all else state.value + ' '}alerts{where}{when}", highlight=False)
         return
-    emit_rows([row(a, fmt) for a in chosen], fmt, title=f"{state.value} alerts")
+    emit_rows([row(a, fmt) for a in chosen], fmt, title=f"{state.value} alerts", drop=("pod", "ends_at", "severity"),
+              wrap="summary")
 
 
 def row(alert: StoredAlert, fmt: Format) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def row(alert: StoredAlert, fmt: Format) -> dict[str, Any]:
     out: dict[str, Any] = {
         "alertname": labels.get("alertname", ""), "domain": labels.get("domain", ""),
         "severity": labels.get("severity", ""), "pod": labels.get("pod", ""), "state": alert.state,
-        "starts_at": iso(alert.starts_at), "ends_at": None if alert.ends_at is None else iso(alert.ends_at),
+        "starts_at": when(alert.starts_at, fmt), "ends_at": None if alert.ends_at is None else when(alert.ends_at, fmt),
         "summary": alert.annotations.get("summary", ""),
     }
     if fmt is Format.json:
@@ -69,3 +70,8 @@ def row(alert: StoredAlert, fmt: Format) -> dict[str, Any]:
     elif fmt is Format.csv:
         out["annotations"] = json.dumps(alert.annotations, sort_keys=True)
     return out
+
+
+def when(ts: float, fmt: Format) -> str:
+    """ISO 8601 (UTC) in CSV and JSON; month, day and time in a table, whose header says UTC."""
+    return iso(ts) if fmt is not Format.table else iso(ts)[5:].replace("T", " ").rstrip("Z")

@@ -64,7 +64,9 @@ def stats(
         store.close(flush=False)
     rows = [display(row) for row in result.rows]
     if rows or fmt is not Format.table:
-        emit_rows(rows, fmt, title=_title(result, domain))
+        emit_rows(rows, fmt, title=_title(result, domain),
+                  drop=("expected_acceptance", "draft_ms", "verify_ms", "mean_accepted", "target_version",
+                        "draft_version"))
     else:
         console.print(f"no steps recorded in {_range(result)}", highlight=False)
     for start, end in result.plan.missing:
@@ -95,7 +97,13 @@ def _range(result: StatsResult) -> str:
     return f"{iso(result.plan.since)} .. {iso(result.plan.until)}"
 
 
+TIER_WORDS = {"window": "windows", "minute": "minute rows", "hour": "hour rows"}
+
+
 def _title(result: StatsResult, domain: str | None) -> str:
-    tiers = ", ".join(f"{tier} {span(s)}" for tier, s in result.plan.tiers_used().items())
-    where = f"domain {domain}, " if domain else ""
-    return f"by {' and '.join(result.by)}: {where}{_range(result)} (from {tiers or 'nothing'})"
+    """In words: what, where, when, and which stored rows answered (for how long a stretch each)."""
+    tiers = " and ".join(f"{TIER_WORDS.get(tier, tier)} ({span(s)})" for tier, s in result.plan.tiers_used().items())
+    where = f" in {domain}" if domain else ""
+    when = f"{iso(result.plan.since)} to {iso(result.plan.until)}".replace("T", " ").replace("Z", "")
+    return (f"Acceptance by {' and '.join(result.by)}{where}, {when} UTC" +
+            (f"\nfrom {tiers}" if tiers else "\nno stored rows in this range"))
