@@ -38,11 +38,12 @@ class History:
 def grain(since: float, until: float, finest: int = 60) -> str:
     """The time bucket that gives a readable number of points (about 60-600) for a range: 10 s up to 15
     minutes when the finest stored tier (``finest`` seconds, covering ``since``) can give it, then a minute
-    up to 6 hours, 5 minutes up to 2 days, an hour up to 21 days, else a day."""
+    up to 6 hours, 5 minutes up to 2 days, an hour up to 45 days (a month in hours keeps a two-day incident
+    visible), else a day."""
     span = until - since
     if span <= 15 * 60 and 10 % finest == 0:
         return "10s"
-    return ("minute" if span <= 6 * 3600 else "5m" if span <= 2 * 86400 else "hour" if span <= 21 * 86400
+    return ("minute" if span <= 6 * 3600 else "5m" if span <= 2 * 86400 else "hour" if span <= 45 * 86400
             else "day")
 
 
