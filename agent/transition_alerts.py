@@ -1,5 +1,7 @@
-"""The switch's transitions turned into alerts: SpeculationDisabled when a domain is switched off,
-SpeculationRestored when it comes back on (firing Restored resolves Disabled)."""
+"""The switch's transitions turned into alerts: SpeculationDisabled fires when a domain is switched off; when
+it comes back on, the restoration resolves it (the resolved alert carries why, in ``restored``). A
+restoration is the end of a problem, not a new one to page for: it used to fire SpeculationRestored, an
+info alert that stayed firing until the resolve timeout."""
 
 from __future__ import annotations
 
@@ -23,9 +25,11 @@ def alert_transitions(fresh: deque, alerts: Any) -> None:
         notes = {"reason": t.reason, "speculative_goodput": _rate(t.speculative_goodput),
                  "baseline_goodput": _rate(t.baseline_goodput)}
         if t.speculate:
-            alerts.fire(RESTORED, t.domain, None, notes)
+            alerts.resolve(DISABLED, t.domain, {"restored": t.reason, "restored_speculative_goodput":
+                                                notes["speculative_goodput"], "restored_baseline_goodput":
+                                                notes["baseline_goodput"]})
         else:
-            alerts.resolve(RESTORED, t.domain)
+            alerts.resolve(RESTORED, t.domain)  # one fired by an earlier version, if any
             alerts.fire(DISABLED, t.domain, None, notes)
 
 

@@ -74,6 +74,8 @@ CATALOGUE: dict[str, AlertType] = {t.name: t for t in (
               "Lower the lookahead or turn speculation off for this domain."),
     AlertType("SpeculationDisabled", "warning", "Speculation turned off in {domain}: {reason}",
               "Look at the drift alerts of this domain; refresh the draft.", auto_resolve=False),
+    # No longer fired by the sidecar (a restoration resolves SpeculationDisabled); kept for stored history and
+    # for callers of AlertManager.fire.
     AlertType("SpeculationRestored", "info", "Speculation turned back on in {domain}: {reason}",
               "None; watch acceptance in this domain for a while.", resolves=("SpeculationDisabled",)),
 )}
