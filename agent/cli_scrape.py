@@ -66,10 +66,10 @@ def scrape(
 
     from agent.cli_stats import open_store
     from agent.engine_pages import identity
-    from agent.records import RecordError
     from agent.scrape import PageError, Rejected, Scraper, SidecarSink, StoreSink, run_all
     from agent.scrape_io import fetch, fetch_model
     from agent.scrape_names import placeholders
+    from records import RecordError
     from storage import StoreError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(name)s: %(message)s")

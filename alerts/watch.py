@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Callable
 
-from agent.records import StepRecord
 from alerts.breakeven import BreakEven, BreakEvenConfig
 from alerts.detectors import ADWINConfig, CUSUMConfig, ExpectedCUSUMConfig, ExpectedSPRT, SPRTConfig
 from alerts.detectors.checks import check_count, check_positive
 from alerts.detectors.sprt import NO_DROP, SequentialTest
 from alerts.findings import Finding, Speed, breakeven_finding, drift_finding, stale_finding
 from alerts.lineage import Lineage
+from records import StepRecord
 
 __all__ = ["DriftWatch", "Finding", "WatchConfig"]
 
@@ -101,7 +101,7 @@ class DriftWatch:
         self._recovery_z = NormalDist().inv_cdf(1 - self.config.stale.alpha)  # see _cleared
 
     def observe(self, record: StepRecord) -> list[Finding]:
-        """Findings of one record. An aggregate of many steps (agent.records.is_aggregate) counts as
+        """Findings of one record. An aggregate of many steps (records.is_aggregate) counts as
         ``accepted`` accepted tokens and drafted - accepted rejected ones: unconditional per-token acceptance,
         as vLLM counts, since its positions (where each step's first rejection fell) are unknown. That is a
         different measure from a per-step record's flags up to the first rejection (lower for the same
