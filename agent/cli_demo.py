@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent import settings
 from agent.cli import Format, console, emit_rows, errors, fail
+from common import settings
 
 
 class IngestMode(str, Enum):

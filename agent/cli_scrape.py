@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent import settings
 from agent.cli import errors, fail
+from common import settings
 
 EXAMPLE = (
     "Example: specwatch scrape --url http://localhost:8000/metrics --domain chat --interval 15 "

@@ -43,9 +43,9 @@ def serve(
     these flags. SIGTERM or Ctrl-C: stop taking requests, flush everything, persist alerts, exit 0.
     """
     from agent import config as cfg
-    from agent import redact
     from agent.generator import ModelsUnavailable
     from agent.serve import build, serve as run
+    from common import redact
     from storage import StoreError
 
     redact.install(logging.INFO)  # every line, tracebacks too, without passwords, tokens or URL secrets

@@ -133,7 +133,7 @@ class Store:
         database = self.db.engine.url.database
         if self.db.dialect == "sqlite" and database and database != ":memory:":
             return Path(f"{database}.dead-letter.jsonl")
-        from agent import settings  # SPECWATCH_* are read in one place
+        from common import settings  # SPECWATCH_* are read in one place
 
         return settings.home() / "dead-letter.jsonl"
 
