@@ -13,7 +13,7 @@ import pytest
 import typer
 import yaml
 
-from agent.cli_scrape import scrape
+from agent.cli.scrape import scrape
 from agent.config import FIELDS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

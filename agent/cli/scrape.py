@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent.cli import errors, fail
+from agent.cli.output import errors, fail
 from common import settings
 
 EXAMPLE = (
@@ -64,7 +64,7 @@ def scrape(
     """
     import httpx
 
-    from agent.cli_stats import open_store
+    from agent.cli.stats import open_store
     from agent.engine_pages import identity
     from agent.scrape import PageError, Rejected, Scraper, SidecarSink, StoreSink, run_all
     from agent.scrape_io import fetch, fetch_model

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent.cli import fail
+from agent.cli.output import fail
 
 EXAMPLE = ("Examples: SPECWATCH_TOKEN=$(cat token) specwatch serve --db sqlite:///specwatch.db --port 8790 "
            "--kit tiny  |  specwatch serve --ring specwatch (a decoder in this pod writes steps to the ring)")
