@@ -29,9 +29,9 @@ from agent.auth import MESSAGE, TokenGate, bearer_of, token_ok
 from agent.generator import Generator, ModelsUnavailable
 from agent.limits import Busy, GenerateGate, IngestGate, Limits, Refusals
 from agent.readiness import Readiness
-from agent.records import RecordError
 from agent.sidecar import Sidecar
 from agent.strict_json import BadJSON, StrictJSONRoute
+from records import RecordError
 from storage import StoreError
 
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024

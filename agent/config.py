@@ -10,8 +10,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from agent import settings
 from agent.ring_layout import check_name
+from common import settings
 
 KIT_TARGETS = ("v1", "v2")
 AUTH_MODES = ("ingest", "all")

@@ -24,8 +24,8 @@ import torch
 
 from agent import sampling
 from agent.devices import resolve_device, resolve_dtype, synchronize
-from agent.records import StepRecord
 from agent.versions import weights_version
+from records import StepRecord
 
 
 @dataclass(frozen=True, slots=True)

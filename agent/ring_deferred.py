@@ -24,8 +24,8 @@ import threading
 import time
 
 from agent import ring_layout as rl
-from agent.records import RecordError, StepRecord
 from agent.ring_client import RingClient
+from records import RecordError, StepRecord
 
 log = logging.getLogger(__name__)
 

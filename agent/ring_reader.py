@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from agent import ring_layout as rl
-from agent.records import StepRecord
+from records import StepRecord
 
 log = logging.getLogger(__name__)
 

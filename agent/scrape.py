@@ -20,10 +20,10 @@ from dataclasses import dataclass, field, replace
 import httpx
 
 from agent.engine_pages import PageError, Series, read_page
-from agent.records import RecordError
 from agent.scrape_io import POST_BATCH, Rejected, SidecarSink, Sink, StoreSink, fetch
 from agent.scrape_names import domain_of, pod_of
 from agent.scrape_records import accepted_lengths, lookahead_groups, records_of, synthesize
+from records import RecordError
 from storage import StoreError
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,6 @@ from typing import Any
 import uvicorn
 
 from agent import generator as models
-from agent import redact
 from agent.api import create_app
 from agent.config import SidecarConfig
 from agent.http_timeouts import timed_h11
@@ -29,6 +28,7 @@ from agent.limits import Limits
 from agent.ring_reader import RingCollector, RingReader
 from agent.sidecar import Sidecar
 from agent.store_metrics import StoreCollector
+from common import redact
 from policies.registry import make
 from storage import Store, StoreConfig
 from storage.engine import Timeouts
@@ -99,7 +99,7 @@ def build(config: SidecarConfig, *, background: bool = True) -> Runtime:
 
 
 def remember_secrets(config: SidecarConfig) -> None:
-    """Make the token and the secrets in configured URLs unloggable (agent/redact.py)."""
+    """Make the token and the secrets in configured URLs unloggable (common/redact.py)."""
     redact.remember(config.token)
     for url in (config.db, config.webhook_url, config.alertmanager_url):
         redact.remember_url(url)

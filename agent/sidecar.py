@@ -35,14 +35,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent.domains import DEFAULT_IDLE, OTHER, Defaults, DomainSlots
 from agent import memory
+from agent.domains import DEFAULT_IDLE, OTHER, Defaults, DomainSlots
 from agent.ingest import Ingest
-from agent.records import RecordError, StepRecord, verify_seconds_of
 from agent.transition_alerts import alert_transitions
 from agent.warm import DEFAULT_LOOKBACK, returning_history, stored_history
 from policies.base import Decision, Outcome, Policy, StopDrafting, StopState, has_refits
 from policies.switch import Transition, switch_of
+from records import RecordError, StepRecord, verify_seconds_of
 from storage import Store
 
 log = logging.getLogger(__name__)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import math
 from operator import mul
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from alerts.detectors import (ADWINDetector, BernoulliCUSUM, BernoulliSPRT, Detector, ExpectedCUSUM,
                               ExpectedSPRT, SPRTConfig)
 from alerts.detectors.sprt import SequentialTest
-
-if TYPE_CHECKING:
-    from alerts.watch import WatchConfig
+from alerts.watch_config import WatchConfig
 
 
 class Baseline:
@@ -76,7 +74,7 @@ class Lineage:
     __slots__ = ("versions", "cusum", "expected", "adwin", "detectors", "flags", "values", "test", "origin",
                  "before", "since")
 
-    def __init__(self, versions: tuple[str, str], config: "WatchConfig"):
+    def __init__(self, versions: tuple[str, str], config: WatchConfig):
         self.versions = versions
         self.cusum = BernoulliCUSUM(config.cusum)
         self.expected = ExpectedCUSUM(config.expected) if config.expected is not None else None

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agent.records import StepRecord
 from alerts.metric_counts import DomainCounts, MetricsConfig, position_totals, window_ratio
+from records import StepRecord
 
 OTHER = "other"
 
@@ -71,7 +71,7 @@ class Metrics:
     # -- hot path ------------------------------------------------------------------------------------
     def observe(self, record: StepRecord, domain: str | None = None) -> None:
         """Count one record (under ``domain``, default its own): counters, per-position histogram, window
-        acceptance and latencies. An aggregate of many steps (agent.records.is_aggregate) adds its steps,
+        acceptance and latencies. An aggregate of many steps (records.is_aggregate) adds its steps,
         drafted, accepted and emitted tokens to the counters and the window, nothing per position (its
         positions are unknown), and no latency (its time is not one step's)."""
         domain = record.domain if domain is None else domain

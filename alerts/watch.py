@@ -20,52 +20,18 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Callable
 
-from agent.records import StepRecord
-from alerts.breakeven import BreakEven, BreakEvenConfig
-from alerts.detectors import ADWINConfig, CUSUMConfig, ExpectedCUSUMConfig, ExpectedSPRT, SPRTConfig
-from alerts.detectors.checks import check_count, check_positive
+from alerts.breakeven import BreakEven
+from alerts.detectors import ExpectedSPRT
 from alerts.detectors.sprt import NO_DROP, SequentialTest
 from alerts.findings import Finding, Speed, breakeven_finding, drift_finding, stale_finding
 from alerts.lineage import Lineage
+from alerts.watch_config import WatchConfig
+from records import StepRecord
 
 __all__ = ["DriftWatch", "Finding", "WatchConfig"]
-
-
-@dataclass(frozen=True)
-class WatchConfig:
-    """Detector configurations (None turns that detector off) and the version-change baseline:
-    ``baseline_halflife`` (positions) of the running acceptance a new version is compared with,
-    ``min_baseline`` positions of the old version needed to test a change at all, ``test_block`` positions
-    per block of the long-run dispersion the version test divides by (about a request: the test decides on
-    a few requests' worth), ``max_lineages`` version pairs remembered per domain, ``cost_halflife`` (steps)
-    of the cost ratio and mean lookahead."""
-
-    cusum: CUSUMConfig = field(default_factory=CUSUMConfig)
-    expected: ExpectedCUSUMConfig | None = field(default_factory=ExpectedCUSUMConfig)
-    adwin: ADWINConfig | None = field(default_factory=ADWINConfig)
-    stale: SPRTConfig = field(default_factory=SPRTConfig)
-    breakeven: BreakEvenConfig | None = field(default_factory=BreakEvenConfig)
-    baseline_halflife: float = 2000.0
-    min_baseline: int = 300
-    test_block: int = 64
-    max_lineages: int = 4
-    cost_halflife: float = 500.0
-
-    def __post_init__(self) -> None:
-        for name, kind in (("cusum", CUSUMConfig), ("expected", ExpectedCUSUMConfig), ("adwin", ADWINConfig),
-                           ("stale", SPRTConfig), ("breakeven", BreakEvenConfig)):
-            value = getattr(self, name)
-            if not isinstance(value, kind) and not (value is None and name not in ("cusum", "stale")):
-                raise ValueError(f"{name} must be a {kind.__name__}, got {value!r}")
-        check_positive("baseline_halflife", self.baseline_halflife)
-        check_count("min_baseline", self.min_baseline)
-        check_count("test_block", self.test_block)
-        check_count("max_lineages", self.max_lineages, 2)
-        check_positive("cost_halflife", self.cost_halflife)
 
 
 class _Domain:
@@ -101,7 +67,7 @@ class DriftWatch:
         self._recovery_z = NormalDist().inv_cdf(1 - self.config.stale.alpha)  # see _cleared
 
     def observe(self, record: StepRecord) -> list[Finding]:
-        """Findings of one record. An aggregate of many steps (agent.records.is_aggregate) counts as
+        """Findings of one record. An aggregate of many steps (records.is_aggregate) counts as
         ``accepted`` accepted tokens and drafted - accepted rejected ones: unconditional per-token acceptance,
         as vLLM counts, since its positions (where each step's first rejection fell) are unknown. That is a
         different measure from a per-step record's flags up to the first rejection (lower for the same

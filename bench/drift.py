@@ -33,11 +33,11 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.records import StepRecord  # noqa: E402
 from alerts.detectors import ADWINDetector, BernoulliCUSUM, ExpectedCUSUM  # noqa: E402
 from alerts.watch import DriftWatch, WatchConfig  # noqa: E402
 from bench.drift_sources import (acceptance, bootstrap, concentration, counted, iid_steps,  # noqa: E402
                                  load_greedy, load_sampled)
+from records import StepRecord  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "drift.json"
 BLIND = ("cusum", "expected-cusum", "adwin")

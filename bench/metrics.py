@@ -26,9 +26,9 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.records import StepRecord  # noqa: E402
 from alerts.metric_counts import DRAFT_BUCKETS, VERIFY_BUCKETS  # noqa: E402
 from alerts.metrics import Metrics  # noqa: E402
+from records import StepRecord  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "metrics.json"
 GOAL_US = 5.0

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from agent.records import StepRecord, verify_seconds_of
+from records import StepRecord, verify_seconds_of
 from storage.counts import SeriesKey, WindowCounts
 
 Windows = dict[int, dict[SeriesKey, WindowCounts]]
@@ -60,7 +60,7 @@ class WindowAggregator:
             c.steps += 1
             c.drafted += k
             c.hist[a] += 1
-        else:  # an aggregate (agent.records.is_aggregate): sums only
+        else:  # an aggregate (records.is_aggregate): sums only
             c.steps += steps
             c.drafted += k * steps if drafted is None else drafted
         expected = r.expected_acceptance

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from agent.records import StepRecord, validate_batch
+from records import StepRecord, validate_batch
 from storage import events, migrate, schema
 from storage.aggregator import WindowAggregator
 from storage.cache import LRU
@@ -29,9 +29,9 @@ from storage.flush import write_all
 from storage.pending import PendingWindows
 from storage.query import TIME_DIMS, StatsQuery, StatsResult, stats, stored_until
 from storage.retention import prune
+from storage.rollup import rollup
 from storage.sql import ceil_to, floor_to
 from storage.state import load_state
-from storage.rollup import rollup
 from storage.tiers import tiers
 from storage.timeline import History, Point, grain, off_periods, target_changes
 from storage.writer import note_versions
@@ -133,7 +133,7 @@ class Store:
         database = self.db.engine.url.database
         if self.db.dialect == "sqlite" and database and database != ":memory:":
             return Path(f"{database}.dead-letter.jsonl")
-        from agent import settings  # SPECWATCH_* are read in one place
+        from common import settings  # SPECWATCH_* are read in one place
 
         return settings.home() / "dead-letter.jsonl"
 

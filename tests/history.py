@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from agent.records import StepRecord
+from records import StepRecord
 
 T0 = 1_700_000_000 - 1_700_000_000 % 86400  # a UTC midnight
 

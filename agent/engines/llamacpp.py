@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from agent import settings
+from common import settings
 
 LOOPBACK = "127.0.0.1"
 # llama.cpp's defaults on CPU (f16 KV cache, flash attention) move log-probabilities by ~1e-3 from a float32

@@ -27,8 +27,8 @@ from transformers.generation.stopping_criteria import StoppingCriteria, Stopping
 
 from agent import sampling
 from agent.devices import synchronize
-from agent.records import StepRecord
 from policies.base import StopDrafting
+from records import StepRecord
 
 
 class SpecwatchCandidateGenerator(AssistedCandidateGenerator):

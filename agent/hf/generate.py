@@ -23,8 +23,8 @@ from typing import Any, Callable
 import torch
 
 from agent.hf.candidates import SpecwatchCandidateGenerator
-from agent.records import StepRecord
 from agent.versions import weights_version
+from records import StepRecord
 
 _ACTIVE: contextvars.ContextVar[Callable[..., Any] | None] = contextvars.ContextVar("specwatch_candidates",
                                                                                    default=None)

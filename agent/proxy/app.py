@@ -38,8 +38,8 @@ from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pool, Pools
 from agent.proxy.route import NoPool, Router
 from agent.proxy.timings import Served, SSETimings, aggregate, body_timings
-from agent.records import RecordError
 from agent.sidecar import Sidecar
+from records import RecordError
 
 log = logging.getLogger("specwatch.proxy")
 INSPECTED = frozenset(("/v1/completions", "/v1/chat/completions", "/completion", "/completions"))

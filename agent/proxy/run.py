@@ -16,10 +16,10 @@ from agent.proxy.config import ProxyConfig
 from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pools
 from agent.proxy.versions import FileVersions
-from agent.redact import redact_url
 from agent.serve import components, run_until_signal
 from agent.sidecar import Sidecar
 from agent.store_metrics import StoreCollector
+from common.redact import redact_url
 from policies.registry import make
 from storage import Store, StoreConfig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 
-from agent.records import StepRecord
+from records import StepRecord
 from policies.base import Decision, StopState
 from sidecar_fakes import T0, step
 from storage import StatsQuery

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from agent.records import StepRecord
+from records import StepRecord
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from agent.cli import main; main()"]

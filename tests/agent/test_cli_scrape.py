@@ -14,7 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agent import cli_scrape
+from agent.cli import scrape as cli_scrape
 from storage import StatsQuery, Store
 
 DATA = Path(__file__).with_name("data")

@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agent import cli_db, cli_stats
+from agent.cli import db as cli_db, stats as cli_stats
 from history import T0, day_of_history
 from storage import Store
 

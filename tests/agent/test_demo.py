@@ -13,7 +13,7 @@ import typer
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
-from agent.cli_demo import demo as demo_command
+from agent.cli.demo import demo as demo_command
 from agent.demo.plan import DemoPlan
 from agent.demo.run import Demo
 from agent.demo.view import live, summary_rows

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from agent.ingest import Ingest
-from agent.records import RecordError
+from records import RecordError
 from agent.sidecar import Sidecar
 from policies.base import Decision, Outcome, Policy
 from policies.registry import make

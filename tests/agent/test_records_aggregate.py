@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent.records import RecordError, StepRecord, drafted_of, is_aggregate, step_seconds
+from records import RecordError, StepRecord, drafted_of, is_aggregate, step_seconds
 
 from test_records import GOOD
 

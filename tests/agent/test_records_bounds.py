@@ -3,7 +3,7 @@
 import pytest
 
 from agent.config import SidecarConfig
-from agent.records import RecordError
+from records import RecordError
 from agent.serve import build
 from history import step
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from agent import redact
+from common import redact
 
 
 @pytest.mark.parametrize("text, shown", [

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from agent import ring_layout as rl
-from agent.records import RecordError, StepRecord
+from records import RecordError, StepRecord
 from agent.ring_client import RingClient
 from agent.ring_reader import RingReader
 from agent.sidecar import Sidecar

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.records import RecordError, StepRecord
+from records import RecordError, StepRecord
 from agent.ring_reader import RingReader
 from history import aggregate
 from ring_fakes import Taker

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from agent import ring_layout as rl
-from agent.records import StepRecord
+from records import StepRecord
 from agent.ring_deferred import DeferredRingClient
 from agent.ring_reader import RingReader
 from agent.sidecar import Sidecar

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from agent.records import RecordError
+from records import RecordError
 from agent.sidecar import OTHER, Sidecar
 from policies.base import Decision, Outcome, Policy
 from policies.registry import make

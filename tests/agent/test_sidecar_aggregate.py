@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.records import StepRecord
+from records import StepRecord
 from agent.sidecar import Sidecar
 from policies.registry import make
 from alerts.watch import DriftWatch

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agent import cli_alerts
+from agent.cli import alerts as cli_alerts
 from alerts.config import AlertConfig
 from alerts.manager import AlertManager
 from alert_fakes import Clock

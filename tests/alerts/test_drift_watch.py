@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from agent.records import StepRecord
 from alerts.detectors.sprt import NO_DROP
 from alerts.watch import DriftWatch, Finding, WatchConfig
+from records import StepRecord
 
 REQUIRED = ("summary", "description", "acceptance_before", "acceptance_after", "old_target_version",
             "new_target_version", "draft_version", "speedup_lost", "action")

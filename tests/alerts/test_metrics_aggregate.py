@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from agent.records import drafted_of, is_aggregate
+from records import drafted_of, is_aggregate
 from alerts.metrics import Metrics
 from history import aggregate
 from test_metrics_export import random_steps, samples, step, value

@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.records import StepRecord
 from alerts.metric_counts import LatencyCounts, MetricsConfig, position_totals
 from alerts.metrics import Metrics
+from records import StepRecord
 
 
 def step(domain="code", k=4, a=2, draft=0.004, verify=0.03) -> StepRecord:

@@ -11,9 +11,9 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.records import StepRecord
 from agent.ring_reader import RingCollector, RingReader
 from alerts.metrics import Metrics
+from records import StepRecord
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(

@@ -1,6 +1,6 @@
 from typer.testing import CliRunner
 
-from agent.cli_models import models_app
+from agent.cli.models import models_app
 
 runner = CliRunner()
 

@@ -3,7 +3,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from agent.cli_models import models_app
+from agent.cli.models import models_app
 
 runner = CliRunner()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.records import StepRecord
+from records import StepRecord
 from policies import registry
 from policies.base import Outcome
 from policies.goodput import implied_lengths, leviathan_tokens

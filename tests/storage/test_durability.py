@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from agent.records import RecordError
+from records import RecordError
 from agent.store_metrics import StoreCollector
 from history import T0, step
 from storage import StatsQuery, Store, StoreConfig

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent.cli import Format, console, emit_rows, fail
+from agent.cli.output import Format, console, emit_rows, fail
 
 
 def decode(

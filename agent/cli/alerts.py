@@ -9,8 +9,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from agent.cli import Format, console, emit_rows, fail
-from agent.cli_stats import DbOption, open_store
+from agent.cli.output import Format, console, emit_rows, fail
+from agent.cli.stats import DbOption, open_store
 from agent.times import iso, parse_time
 from storage import StoredAlert, StoreError
 

@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
-from agent import settings
-from agent.cli import Format, console, emit_rows, fail
-from agent.cli_stats import DbOption, open_store
+from agent.cli.output import Format, console, emit_rows, fail
+from agent.cli.stats import DbOption, open_store
 from agent.times import iso
+from common import settings
 from storage import StoreError
 from storage.engine import Database
 from storage.migrate import upgrade

@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from agent import engine_flags
-from agent.cli import Format, console, emit_rows, fail
-from agent.cli_stats import DbOption, open_store
+from agent.cli.output import Format, console, emit_rows, fail
+from agent.cli.stats import DbOption, open_store
 from agent.recommend import Recommendation, pool_name, recommend
 from agent.times import iso, parse_time
 from storage import StoreError

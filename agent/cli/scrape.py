@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent import settings
-from agent.cli import errors, fail
+from agent.cli.output import errors, fail
+from common import settings
 
 EXAMPLE = (
     "Example: specwatch scrape --url http://localhost:8000/metrics --domain chat --interval 15 "
@@ -64,12 +64,12 @@ def scrape(
     """
     import httpx
 
-    from agent.cli_stats import open_store
+    from agent.cli.stats import open_store
     from agent.engine_pages import identity
-    from agent.records import RecordError
     from agent.scrape import PageError, Rejected, Scraper, SidecarSink, StoreSink, run_all
     from agent.scrape_io import fetch, fetch_model
     from agent.scrape_names import placeholders
+    from records import RecordError
     from storage import StoreError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(name)s: %(message)s")

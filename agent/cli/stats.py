@@ -9,9 +9,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from agent import settings
-from agent.cli import Format, console, emit_rows, errors, fail
+from agent.cli.output import Format, console, emit_rows, errors, fail
 from agent.times import iso, parse_time, span
+from common import settings
 from storage import DIMENSIONS, StatsQuery, StatsResult, Store, StoreError
 from storage.query import TIME_DIMS
 

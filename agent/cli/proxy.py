@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent.cli import fail
+from agent.cli.output import fail
 
 EXAMPLE = ("Example: specwatch proxy --upstream k4=http://127.0.0.1:8081 --upstream off=http://127.0.0.1:8082 "
            "--domain-rule model:coder=code --db sqlite:///specwatch.db --port 8788")

@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent import settings
-from agent.cli import Format, console, emit_rows, errors, fail
+from agent.cli.output import Format, console, emit_rows, errors, fail
+from common import settings
 
 
 class IngestMode(str, Enum):
@@ -68,7 +68,7 @@ def demo(
     screen = console if fmt is Format.table else errors
     manifest = layout.read_manifest(layout.kit_dir(size))
     if manifest is None or not manifest.get("complete"):
-        from agent.cli_models import Size, build_to
+        from agent.cli.models import Size, build_to
         from agent.kit.shipped import manifest_for
         from agent.kit.specs import get_spec
 

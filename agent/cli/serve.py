@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent.cli import fail
+from agent.cli.output import fail
 
 EXAMPLE = ("Examples: SPECWATCH_TOKEN=$(cat token) specwatch serve --db sqlite:///specwatch.db --port 8790 "
            "--kit tiny  |  specwatch serve --ring specwatch (a decoder in this pod writes steps to the ring)")
@@ -43,9 +43,9 @@ def serve(
     these flags. SIGTERM or Ctrl-C: stop taking requests, flush everything, persist alerts, exit 0.
     """
     from agent import config as cfg
-    from agent import redact
     from agent.generator import ModelsUnavailable
     from agent.serve import build, serve as run
+    from common import redact
     from storage import StoreError
 
     redact.install(logging.INFO)  # every line, tracebacks too, without passwords, tokens or URL secrets

@@ -1,0 +1,250 @@
+"""The package layout: no import cycles among the repo's own modules, and the lower packages never reach up.
+
+The import graph is read from the source with ``ast`` (no module is imported): every ``import`` and
+``from ... import`` statement counts, at module level, under ``if TYPE_CHECKING:`` and inside functions
+alike, since a lazy import still ties the two modules together. Only imports of the packages below count.
+
+Run it against another checkout to see what it finds there: ``python tests/test_layout.py /path/to/checkout``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("agent", "storage", "alerts", "policies", "records", "common")
+# What each package may not import. storage/, alerts/ and policies/ sit below agent/ and never reach up into it;
+# records/ (the record contracts) and common/ (environment settings, redaction) sit below all of them and import
+# none of the repo's packages.
+FORBIDDEN = {
+    "storage": ("agent",),
+    "alerts": ("agent",),
+    "policies": ("agent",),
+    "records": tuple(p for p in PACKAGES if p != "records"),
+    "common": tuple(p for p in PACKAGES if p != "common"),
+}
+# Modules that only re-export records/ and common/ under their old names, for code outside the repo.
+RE_EXPORTS = ("agent.records", "agent.redact", "agent.settings")
+# Cycles still accepted, as the sorted tuple of their modules -> why. Empty: keep it that way.
+ALLOWED_CYCLES: dict[tuple[str, ...], str] = {}
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Dotted module name -> source file, for every module of PACKAGES under root (a package is its
+    __init__.py)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The longest prefix of a dotted name that is a known module (``agent.records.StepRecord`` ->
+    ``agent.records``), or None for a name outside PACKAGES."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in known:
+            return candidate
+    return None
+
+
+def imported_names(path: Path, module: str = "") -> set[str]:
+    """Every dotted name the file's import statements name, anywhere in it: ``import a.b`` gives a.b,
+    ``from a.b import x`` gives a.b.x (a module or a name in a.b). ``module`` (the file's dotted name)
+    resolves relative imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the module's own package, up level - 1 more
+                package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                package = package[:len(package) - (node.level - 1)]
+                base = ".".join(package + ([base] if base else []))
+            names.update(f"{base}.{alias.name}" if base else alias.name for alias in node.names)
+    return names
+
+
+def imports_of(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The known modules ``module`` imports anywhere in its source. ``from a.b import x`` counts as an
+    import of a.b.x when that is a module, else of a.b."""
+    targets = {_resolve(name, known) for name in imported_names(path, module)}
+    targets.discard(None)
+    targets.discard(module)
+    return targets
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the repo modules it imports."""
+    known = modules(root)
+    return {module: imports_of(module, path, known) for module, path in known.items()}
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one module (each one or more cycles),
+    by Tarjan's algorithm, iteratively."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph.get(succ, ())))))
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        components.append(sorted(component))
+    return sorted(components)
+
+
+def shortest_cycle(component: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """One shortest cycle through the component's first module, as the path a -> ... -> a."""
+    members = set(component)
+    start = component[0]
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for succ in sorted(graph[node] & members):
+                if succ == start:
+                    chain = [node]
+                    while chain[-1] != start:
+                        chain.append(previous[chain[-1]])
+                    return [*reversed(chain), start]
+                if succ not in previous:
+                    previous[succ] = node
+                    following.append(succ)
+        frontier = following
+    return component
+
+
+def describe(component: list[str], graph: dict[str, set[str]]) -> str:
+    cycle = shortest_cycle(component, graph)
+    return f"{' -> '.join(cycle)}  (modules in the cycle: {', '.join(component)})"
+
+
+def cycles(root: Path = ROOT) -> list[str]:
+    """One line per import cycle not in ALLOWED_CYCLES."""
+    graph = import_graph(root)
+    return [describe(c, graph) for c in strongly_connected(graph) if tuple(c) not in ALLOWED_CYCLES]
+
+
+def upward_imports(root: Path = ROOT) -> list[str]:
+    """``module -> imported`` for every import FORBIDDEN names."""
+    graph = import_graph(root)
+    bad = []
+    for module, targets in sorted(graph.items()):
+        forbidden = FORBIDDEN.get(module.split(".")[0], ())
+        bad += [f"{module} -> {t}" for t in sorted(targets) if t.split(".")[0] in forbidden]
+    return bad
+
+
+def test_graph_sees_the_packages():
+    graph = import_graph()
+    assert {"agent.cli", "records", "common.redact", "storage.store", "alerts.watch", "policies.base"} <= set(graph)
+    assert "records" in graph["storage.store"]  # the graph sees module-level imports
+    assert "agent.cli.stats" in graph["agent.cli"]  # and imports inside functions (_register)
+
+
+def test_the_checks_find_what_they_look_for(tmp_path):
+    """On a small tree with the faults the layout once had: a package root importing its command modules in a
+    function while they import it back, a cycle through ``if TYPE_CHECKING:``, storage/ importing agent/ and
+    records/ importing storage/."""
+    files = {
+        "agent/__init__.py": "",
+        "agent/cli/__init__.py": "def _register():\n    from agent.cli import stats\n",
+        "agent/cli/stats.py": "from agent.cli import fail\n",
+        "agent/records.py": "",
+        "alerts/__init__.py": "",
+        "alerts/lineage.py": "import typing\nif typing.TYPE_CHECKING:\n    from alerts.watch import Config\n",
+        "alerts/watch.py": "from alerts.lineage import Lineage\n",
+        "storage/__init__.py": "",
+        "storage/store.py": "import agent.records as records_module\n",
+        "records/__init__.py": "from storage import store\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cycles(tmp_path) == [
+        "agent.cli -> agent.cli.stats -> agent.cli  (modules in the cycle: agent.cli, agent.cli.stats)",
+        "alerts.lineage -> alerts.watch -> alerts.lineage  (modules in the cycle: alerts.lineage, alerts.watch)",
+    ]
+    assert upward_imports(tmp_path) == ["records -> storage.store", "storage.store -> agent.records"]
+
+
+def test_no_import_cycles():
+    found = cycles()
+    assert not found, "import cycles among the repo's modules:\n" + "\n".join(found)
+
+
+def test_allowed_cycles_still_exist():
+    """An entry of ALLOWED_CYCLES whose cycle is gone is removed, so the list only shrinks."""
+    graph = import_graph()
+    present = {tuple(c) for c in strongly_connected(graph)}
+    assert not set(ALLOWED_CYCLES) - present
+
+
+def test_lower_packages_do_not_import_upward():
+    found = upward_imports()
+    assert not found, "lower packages importing upward:\n" + "\n".join(found)
+
+
+def test_the_repo_imports_no_re_export():
+    """agent.records, agent.redact and agent.settings only re-export records/ and common/ for code outside the
+    repo: no module, test or benchmark here imports them."""
+    used = []
+    for top in sorted(p for p in ROOT.iterdir() if not p.name.startswith(".")):  # not .git, .venv
+        for path in sorted(top.rglob("*.py")) if top.is_dir() else [top] if top.suffix == ".py" else []:
+            relative = path.relative_to(ROOT)
+            if ".".join(relative.with_suffix("").parts) in RE_EXPORTS:
+                continue
+            used += [f"{relative}: {name}" for name in sorted(imported_names(path))
+                     if any(name == shim or name.startswith(shim + ".") for shim in RE_EXPORTS)]
+    assert not used, "imports of a re-export:\n" + "\n".join(used)
+
+
+if __name__ == "__main__":
+    where = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT
+    graph = import_graph(where)
+    print(f"{where}: {len(graph)} modules, {sum(map(len, graph.values()))} imports")
+    for component in strongly_connected(graph):
+        print("cycle:", describe(component, graph))
+    for line in upward_imports(where):
+        print("upward:", line)
