@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 from policies.base import ArmStats, Outcome
 from policies.estimates import DecayingSums
+from policies.goodput import backed_out_acceptance
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,10 @@ class _Domain:
     watch_left: int = 0  # steps left in the post-enable watch
     watch_drafted: int = 0
     watch_accepted: int = 0
+    watch_steps: int = 0
     probes: DecayingSums | None = None  # goodput of the probes since speculation went off
-    probe_acceptance: DecayingSums | None = None  # acceptance seen by those probes
+    probe_acceptance: DecayingSums | None = None  # acceptance seen by those probes (accepted / drafted)
+    probe_depth: DecayingSums | None = None  # their drafted tokens per step
     reconsider_left: int = 0  # steps left of probing at investigate_fraction after a model version change
     wants: float = 1.0  # share of recent steps the policy proposed K > 0 (decayed over `dwell` steps)
     last_reason: str = "on: no evidence yet"
@@ -137,7 +140,7 @@ class Switch:
         steps rather than hundreds."""
         for s in self._domains.values():
             if not s.on:
-                s.probes = s.probe_acceptance = None
+                s.probes = s.probe_acceptance = s.probe_depth = None
                 s.reconsider_left = self.config.reconsider_steps
         return self
 
@@ -197,12 +200,15 @@ class Switch:
                 halflife = cfg.halflife / max(cfg.probe_fraction, 1e-3)
                 s.probes = s.probes or DecayingSums(halflife)
                 s.probe_acceptance = s.probe_acceptance or DecayingSums(halflife)
+                s.probe_depth = s.probe_depth or DecayingSums(halflife)
+                s.probe_depth.add(step, outcome.drafted, outcome.steps)
                 s.probes.add(step, emitted, seconds)
                 s.probe_acceptance.add(step, outcome.accepted, outcome.drafted)
             elif s.watch_left > 0:
                 s.watch_left -= 1
                 s.watch_drafted += outcome.drafted
                 s.watch_accepted += outcome.accepted
+                s.watch_steps += outcome.steps
                 if self._collapsed(s):
                     return self._flip(domain, s, False, self._collapse_reason(s))
         else:
@@ -311,24 +317,38 @@ class Switch:
             return None
         return sums.ratio(s.step)
 
+    def _per_token(self, s: _Domain) -> tuple[float | None, float | None]:
+        """(since re-enabling, while probing): per-token acceptance, backed out of each side's accepted
+        tokens at its own drafted tokens per step. accepted / drafted itself falls with K (later positions
+        are reached less often), so comparing it between probes at a small K and a policy drafting up to 8
+        read a collapse into a draft that was fine: logs went on and off 7 times in 5 s after the
+        re-distilled draft came in."""
+        if s.probe_acceptance is None or s.probe_depth is None or s.watch_steps <= 0:
+            return None, None
+        depth = s.probe_depth.ratio(s.step)  # drafted per step
+        probe = backed_out_acceptance([1.0], [s.probe_acceptance.ratio(s.step) * depth], [depth])
+        watch = backed_out_acceptance([float(s.watch_steps)], [float(s.watch_accepted)],
+                                      [s.watch_drafted / s.watch_steps])
+        return watch, probe
+
     def _collapsed(self, s: _Domain) -> bool:
-        if s.watch_drafted < self.config.watch_tokens or s.probe_acceptance is None:
+        if s.watch_drafted < self.config.watch_tokens:
             return False
-        seen = s.probe_acceptance.ratio(s.step)
-        return seen > 0 and s.watch_accepted / s.watch_drafted < self.config.collapse_ratio * seen
+        watch, probe = self._per_token(s)
+        return watch is not None and probe is not None and probe > 0 and watch < self.config.collapse_ratio * probe
 
     def _collapse_reason(self, s: _Domain) -> str:
-        seen = s.probe_acceptance.ratio(s.step) if s.probe_acceptance else 0.0
-        return (f"off: acceptance collapsed after re-enabling ({s.watch_accepted / s.watch_drafted:.2f} "
-                f"vs {seen:.2f} while probing)")
+        watch, probe = self._per_token(s)
+        return (f"off: acceptance collapsed after re-enabling (per token {watch or 0.0:.2f} vs {probe or 0.0:.2f} "
+                "while probing)")
 
     def _flip(self, domain: str, s: _Domain, on: bool, reason: str) -> "Switch":
         spec, base = self._speculative(s), self._estimate(s, 0)
         s.on, s.streak, s.suspect, s.last_reason = on, 0, False, reason
         if on:
-            s.watch_left, s.watch_drafted, s.watch_accepted = self.config.watch_steps, 0, 0
+            s.watch_left, s.watch_drafted, s.watch_accepted, s.watch_steps = self.config.watch_steps, 0, 0, 0
         else:
-            s.watch_left, s.probes, s.probe_acceptance = 0, None, None
+            s.watch_left, s.probes, s.probe_acceptance, s.probe_depth = 0, None, None, None
         t = Transition(domain, on, reason, s.step, spec, base)
         s.history.append(t)
         del s.history[:-100]

@@ -96,7 +96,6 @@ class Demo:
         self.total = sum(plan.requests)
         self.last_decision: dict[str, Any] = {}
         self.hot_path_ns: list[int] = []
-        self._on: dict[str, bool] = {}  # speculation state last shown per domain
         self.started = time.time()
         self.pod = "demo-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime(self.started))
         self.target_version = kit.versions["target-v1"]
@@ -171,6 +170,8 @@ class Demo:
         self.sidecar = Sidecar(store, make(self.plan.policy, 8, self.plan.seed), watch=DriftWatch(),
                                alerts=alerts, metrics=Metrics(), pod=self.pod, background=self.plan.background)
         self.jobs = Jobs(self.sidecar, Intervals(flush=1.0, alerts=1.0)).start()
+        if self.sidecar.switch is not None:
+            self.sidecar.switch.subscribe(self._note_transition)
         self.note(f"sidecar up: policy {self.plan.policy}, pod {self.pod}")
 
     def _close(self) -> None:
@@ -209,14 +210,12 @@ class Demo:
             if phase == 1 and self.sampler is not None:
                 self.sampler.offer(domain, ids, gen.tokens)
             self.done += 1
-            self._note_switch(domain)
             self.redraw()
 
-    def _note_switch(self, domain: str) -> None:
-        on = self.speculating(domain)
-        if self._on.get(domain, True) != on:
-            self.note(f"speculation {'ON' if on else 'OFF'} for {domain}: {self.sidecar.switch.reason(domain)}")
-        self._on[domain] = on
+    def _note_transition(self, t) -> None:
+        """Every switch transition as it happens (called by the switch, on the thread that records): two
+        within one request both show, where reading the state after each request showed neither."""
+        self.note(f"speculation {'ON' if t.speculate else 'OFF'} for {t.domain}: {t.reason}")
 
     def _redistill(self):
         from agent.kit.distill import distill

@@ -256,3 +256,48 @@ def test_power_without_the_collapse_watch_a_collapse_stays_on():
     world.accept = 0.05
     run(policy, world, 20)
     assert switch.is_on("d")
+
+
+def _steps(k: int, a: float, n: int, seed: int) -> list[Outcome]:
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        j = 0
+        while j < k and rng.random() < a:
+            j += 1
+        out.append(Outcome(k, j, j + 1, 0.001 * k, 0.01))
+    return out
+
+
+def _reenabled_then(k: int, a: float, seed: int) -> tuple[list, float, float]:
+    """Probes at K = 1 with per-token acceptance 0.95, re-enabled, then 200 steps at ``k`` with ``a``:
+    (transitions after re-enabling, the probes' accepted / drafted, the later steps' accepted / drafted)."""
+    switch = Switch(SwitchConfig(), seed=seed)
+    switch._flip("d", switch._state("d"), False, "off: test")
+    probes = _steps(1, 0.95, 60, seed)
+    for o in probes:
+        switch.update("d", o)
+    switch._flip("d", switch._state("d"), True, "on: test")
+    later = _steps(k, a, 200, seed + 1)
+    for o in later:
+        switch.update("d", o)
+    ratio = lambda outs: sum(o.accepted for o in outs) / sum(o.lookahead for o in outs)  # noqa: E731
+    return switch.transitions("d")[2:], ratio(probes), ratio(later)
+
+
+def test_a_longer_lookahead_after_reenabling_is_not_read_as_a_collapse():
+    # Per-token acceptance 0.8 at K = 8 after probes saw 0.95 at K = 1 (the demo's logs after its re-distilled
+    # draft: "0.44 vs 0.95 while probing"): accepted / drafted falls to about 0.42 at K = 8, below half the
+    # probes' 0.95, which the old check read as a collapse; per token it is 0.8 against 0.95, no collapse.
+    for seed in range(5):
+        after, probe_rate, later_rate = _reenabled_then(8, 0.8, seed)
+        assert later_rate < 0.5 * probe_rate  # the old, raw comparison fired here
+        assert after == [], after
+
+
+def test_a_real_collapse_at_a_longer_lookahead_still_turns_it_off():
+    for seed in range(5):
+        after, _, _ = _reenabled_then(8, 0.3, seed)
+        assert [t.speculate for t in after] == [False] and "collapsed" in after[0].reason
