@@ -36,21 +36,15 @@ def leviathan_tokens(a: float, k: int) -> float:
 
 def implied_lengths(k: int, mean_accepted: float) -> list[float]:
     """Shares of steps of lookahead ``k`` that accept 0..k tokens when a constant per-token acceptance a
-    gives ``mean_accepted`` accepted tokens per step (sum_{i=1..k} a^i, solved for a by bisection):
+    gives ``mean_accepted`` accepted tokens per step (sum_{i=1..k} a^i, solved for a by
+    ``backed_out_acceptance``):
     a^j (1 - a) for j < k, a^k for j = k. What an aggregate of steps, whose positions are unknown, implies
     for the per-position counts under the model Leviathan's formula assumes."""
     if k <= 0 or mean_accepted <= 0:
         return [1.0] + [0.0] * max(k, 0)
     if mean_accepted >= k:
         return [0.0] * k + [1.0]
-    low, high = 0.0, 1.0
-    for _ in range(40):  # the mean is increasing in a; 2^-40 is far below any measured precision
-        a = 0.5 * (low + high)
-        if leviathan_tokens(a, k) - 1.0 < mean_accepted:
-            low = a
-        else:
-            high = a
-    a = 0.5 * (low + high)
+    a = backed_out_acceptance([1.0], [mean_accepted], [k])
     return [a ** j * (1.0 - a) for j in range(k)] + [a ** k]
 
 
