@@ -15,7 +15,6 @@ training data for re-distillation are there as after a full build.
 
 from __future__ import annotations
 
-import hashlib
 import platform
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 from agent.kit import layout
+from common.files import sha256_of
 from agent.kit.specs import KitSpec
 
 WEIGHTS = Path(__file__).parent / "weights"
@@ -48,20 +48,12 @@ def manifest_for(spec: KitSpec, where: Path | None = None) -> dict | None:
     return {**manifest, "folder": str(where)}
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_model(model: torch.nn.Module, path: Path) -> dict:
     """``model``'s weights as float16 safetensors at ``path``; its manifest entry (file, sha256, bytes)."""
     state = {name: t.detach().to("cpu", torch.float16).contiguous() for name, t in model.state_dict().items()
              if name != TIED}
     save_file(state, str(path), metadata={"format": "pt", "tied": TIED})
-    return {"file": path.name, "sha256": sha256(path), "bytes": path.stat().st_size}
+    return {"file": path.name, "sha256": sha256_of(path), "bytes": path.stat().st_size}
 
 
 def read_model(model: torch.nn.Module, entry: dict, where: Path) -> torch.nn.Module:
@@ -70,7 +62,7 @@ def read_model(model: torch.nn.Module, entry: dict, where: Path) -> torch.nn.Mod
     path = Path(where) / entry["file"]
     if not path.exists():
         raise ShippedWeightsError(f"{path}: missing (the repository checkout is incomplete?)")
-    found = sha256(path)
+    found = sha256_of(path)
     if found != entry["sha256"]:
         raise ShippedWeightsError(f"{path}: sha256 {found[:12]}... is not the manifest's {entry['sha256'][:12]}...; "
                                   f"restore it from git, or train the kit with `specwatch models build`")

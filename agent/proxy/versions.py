@@ -8,14 +8,14 @@ likewise when the engine reports its draft model, else the pool's configured dra
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections import OrderedDict
 from typing import Any
 
+from common.files import sha256_of
+
 HASH_LENGTH = 12
-CHUNK = 1 << 20
 # Where engines put the draft model's path and the draft length in /props (the names vary by build).
 DRAFT_PATH_KEYS = ("model_draft_path", "draft_model_path", "speculative.model_path", "model_draft")
 LOOKAHEAD_KEYS = ("speculative.n_max", "spec_draft_n_max", "draft_n_max", "n_draft", "speculative_n_max")
@@ -47,13 +47,10 @@ class FileVersions:
                 self._cache.move_to_end(key)
                 return found
         try:
-            digest = hashlib.sha256()
-            with open(path, "rb") as f:
-                while block := f.read(CHUNK):
-                    digest.update(block)
+            digest = sha256_of(path)
         except OSError:
             return _clip(f"{name}:{st.st_size}")
-        version = f"{_clip(name, 128 - HASH_LENGTH - 1)}@{digest.hexdigest()[:HASH_LENGTH]}"
+        version = f"{_clip(name, 128 - HASH_LENGTH - 1)}@{digest[:HASH_LENGTH]}"
         with self._lock:
             self._cache[key] = version
             while len(self._cache) > self.max_entries:
