@@ -29,7 +29,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 def emit_rows(rows: list[dict], fmt: Format, title: str | None = None, drop: tuple[str, ...] = (),
               wrap: str | None = None) -> None:
     """Print rows as a rich table, JSON or CSV (the same columns in every format). The table fits the
-    terminal (agent/fit_table.py): columns in ``drop`` leave first to last when it would not, and ``wrap``
+    terminal (agent/cli/fit_table.py): columns in ``drop`` leave first to last when it would not, and ``wrap``
     (free text) wraps instead of being cut."""
     if fmt is Format.json:
         print(json.dumps(rows, indent=2))
@@ -42,7 +42,7 @@ def emit_rows(rows: list[dict], fmt: Format, title: str | None = None, drop: tup
         writer.writeheader()
         writer.writerows(rows)
         return
-    from agent.fit_table import fitted
+    from agent.cli.fit_table import fitted
 
     numeric = [bool(rows) and _numeric(rows[0][c]) for c in columns]
     cells = [[_cell(row[c]) for c in columns] for row in rows]

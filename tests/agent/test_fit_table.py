@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from agent.fit_table import fitted
+from agent.cli.fit_table import fitted
 
 STATS = [{"domain": d, "steps": 1327, "acceptance_rate": 0.963, "mean_accepted": 6.829, "tokens_per_step": 7.041,
           "draft_ms": 5.025, "verify_ms": 11.0, "expected_acceptance": 0.905, "speedup": 2.523}
