@@ -140,8 +140,8 @@ class SpeculativeDecoder:
         state.ids.extend(new)
         # Keep only the KV entries of tokens that stay; the new token is fed at the next step.
         keep = len(state.ids) - 1
-        state.target_len = _crop(state.target_cache, min(state.target_len, keep))
-        state.draft_len = _crop(state.draft_cache, min(state.draft_len, keep))
+        state.target_len = crop(state.target_cache, min(state.target_len, keep))
+        state.draft_len = crop(state.draft_cache, min(state.draft_len, keep))
         synchronize(self.device)
         t2 = time.perf_counter()
         n = len(drafted)
@@ -161,7 +161,7 @@ class SpeculativeDecoder:
             return drafted, q_rows, confidence
         feed = state.ids[state.draft_len:]
         for position in range(1, k + 1):
-            logits, state.draft_cache = _forward(self.draft, feed, state.draft_cache, 1)
+            logits, state.draft_cache = forward(self.draft, feed, state.draft_cache, 1)
             state.draft_len += len(feed)
             q = sampling.probabilities(logits[0, -1], self.params)
             if self.params.greedy:
@@ -180,7 +180,7 @@ class SpeculativeDecoder:
     def _verify_logits(self, state: "_State", drafted: list[int]) -> torch.Tensor:
         """Target logits for positions 1..K+1 of the step, from one forward pass."""
         feed = state.ids[state.target_len:] + drafted
-        logits, state.target_cache = _forward(self.target, feed, state.target_cache, len(drafted) + 1)
+        logits, state.target_cache = forward(self.target, feed, state.target_cache, len(drafted) + 1)
         state.target_len += len(feed)
         return logits[0, -(len(drafted) + 1):]
 
@@ -225,7 +225,7 @@ class _State:
         self.target_len = self.draft_len = 0
 
 
-def _forward(model, feed: list[int], cache, keep: int):
+def forward(model, feed: list[int], cache, keep: int):
     """Run ``feed`` on top of ``cache``; return logits of the last ``keep`` positions and the cache."""
     input_ids = torch.tensor([feed], dtype=torch.long, device=model.device)
     kwargs = {"past_key_values": cache, "use_cache": True}
@@ -240,7 +240,7 @@ def _has_parameter(kind: type, method: str, name: str) -> bool:
     return name in inspect.signature(getattr(kind, method)).parameters
 
 
-def _crop(cache, length: int) -> int:
+def crop(cache, length: int) -> int:
     """Drop cache entries beyond ``length`` tokens; returns the new length."""
     if cache is None:
         return 0

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.decoder import SpeculativeDecoder, _crop, _forward  # noqa: E402  (the decoder's own forward)
+from agent.decoder import SpeculativeDecoder, crop, forward  # noqa: E402  (the decoder's own forward)
 from agent.kit.load import load_kit  # noqa: E402
 from agent.sampling import SamplingParams, probabilities  # noqa: E402
 from bench.replay import (FORMAT, PHASES, TRACES, RequestTrace, acceptance_path, costs_path,  # noqa: E402
@@ -45,7 +45,7 @@ def greedy_continuation(target, ids: list[int], tokens: int) -> list[int]:
     """The target's greedy tokens after ``ids``, computed as the decoder's K = 0 steps compute them."""
     out, cache, feed = [], None, list(ids)
     for _ in range(tokens):
-        logits, cache = _forward(target, feed, cache, 1)
+        logits, cache = forward(target, feed, cache, 1)
         out.append(int(torch.argmax(logits[0, -1])))
         feed = out[-1:]
     return out
@@ -64,15 +64,15 @@ def record_acceptance(target, draft, ids: list[int], tokens: int, kmax: int) -> 
             m.append(0)
             conf.append(())
             continue
-        logits, cache = _forward(draft, feed, cache, 1)  # catch up to prompt + T[:i]
+        logits, cache = forward(draft, feed, cache, 1)  # catch up to prompt + T[:i]
         drafted, probs = [], []
         for j in range(n):
             if j:
-                logits, cache = _forward(draft, drafted[-1:], cache, 1)
+                logits, cache = forward(draft, drafted[-1:], cache, 1)
             token = int(torch.argmax(logits[0, -1]))
             drafted.append(token)
             probs.append(round(min(max(float(probabilities(logits[0, -1], GREEDY)[token]), 0.0), 1.0), 3))
-        _crop(cache, prefix)
+        crop(cache, prefix)
         feed = [cont[i]]
         accepted = 0
         while accepted < n and drafted[accepted] == cont[i + accepted]:
