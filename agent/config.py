@@ -50,6 +50,8 @@ class SidecarConfig:
     - ``domain_idle_seconds``: a domain without records this long is evicted from memory (policy, switch,
       drift watch, metric series); its history stays in the database and warm-starts it when it returns.
       ``domains_seconds``: how often idle domains are looked for.
+    - ``fleet_seconds``: how often this pod is compared with its peers in the shared history (FleetOutlier;
+      with a database of one pod it finds nothing to compare).
     - ``idempotency_entries``: Idempotency-Key answers remembered (each for 10 minutes; least recently
       used forgotten first).
     """
@@ -93,6 +95,7 @@ class SidecarConfig:
     idempotency_entries: int = 16_384
     domain_idle_seconds: float = 3600.0
     domains_seconds: float = 30.0
+    fleet_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         for name in ("host", "db", "pod", "policy", "device"):
@@ -109,7 +112,7 @@ class SidecarConfig:
         for name in ("warm_lookback", "flush_seconds", "rollup_seconds", "prune_seconds", "refit_seconds",
                      "alerts_seconds", "shutdown_seconds", "db_connect_seconds", "db_statement_seconds",
                      "db_pool_seconds", "read_timeout", "keepalive_seconds", "domain_idle_seconds",
-                     "domains_seconds"):
+                     "domains_seconds", "fleet_seconds"):
             _positive(name, getattr(self, name))
         _int("max_unwritten", self.max_unwritten, 1, 1 << 40)
         _int("generate_concurrency", self.generate_concurrency, 1, 1024)

@@ -3,7 +3,8 @@
 flush (1 s): closed windows and queued events to the database; rollup (1 min); retention (1 h); policy refit
 (1 s, when the policy has fits to run off the hot path: they are what lets it follow a target update and
 end a new domain's warm-up; a run fits only the domains that fell due, milliseconds each); alerts (15 s: pending -> firing, re-sends
-every 60 s inside the alert manager); domains (30 s: evict idle domains, warm-start returning ones). Every job: max_instances=1 (a slow run is never overlapped by the
+every 60 s inside the alert manager); domains (30 s: evict idle domains, warm-start returning ones); fleet
+(5 min, with an alert manager and a fleet check: this pod against its peers in the shared history, FleetOutlier). Every job: max_instances=1 (a slow run is never overlapped by the
 next), coalesce (a backlog runs once), and a misfire grace of one interval (a run later than that is
 superseded by the next one anyway), instead of APScheduler's default of 1 s that silently drops late runs.
 """
@@ -15,10 +16,11 @@ import math
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from agent.fleet import check_fleet
 from agent.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ class Intervals:
     refit: float = 1.0
     alerts: float = 15.0
     domains: float = 30.0
+    fleet: float = 300.0
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -48,8 +51,9 @@ class Jobs:
     """Owns the scheduler. ``start`` adds the jobs the sidecar has use for; ``shutdown`` waits for running
     jobs, then runs a final flush (open windows included) unless told not to."""
 
-    def __init__(self, sidecar: Sidecar, intervals: Intervals | None = None):
+    def __init__(self, sidecar: Sidecar, intervals: Intervals | None = None, fleet: Any = None):
         self.sidecar = sidecar
+        self.fleet = fleet  # an alerts.fleet.FleetCheck, or None
         self.intervals = intervals or Intervals()
         self.scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={
             "coalesce": True, "max_instances": 1})
@@ -66,6 +70,8 @@ class Jobs:
             out["refit"] = (every.refit, s.refit)
         if s.alerts is not None:
             out["alerts"] = (every.alerts, s.tick_alerts)
+            if self.fleet is not None:
+                out["fleet"] = (every.fleet, lambda: check_fleet(s, self.fleet))
         return out
 
     def start(self) -> "Jobs":

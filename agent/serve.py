@@ -84,7 +84,8 @@ def build(config: SidecarConfig, *, background: bool = True) -> Runtime:
         raise
     gen = models.Generator(sidecar) if config.models_configured else None
     jobs = Jobs(sidecar, Intervals(config.flush_seconds, config.rollup_seconds, config.prune_seconds,
-                                   config.refit_seconds, config.alerts_seconds, config.domains_seconds))
+                                   config.refit_seconds, config.alerts_seconds, config.domains_seconds,
+                                   config.fleet_seconds), fleet=_fleet_check())
     if sidecar.metrics is not None:
         sidecar.metrics.registry.register(StoreCollector(store))
     ring = RingReader(sidecar, config.ring) if config.ring else None
@@ -132,6 +133,14 @@ def _sinks(config: SidecarConfig) -> list[Any]:
     if config.webhook_url:
         sinks.append(WebhookSink(config.webhook_url))
     return sinks
+
+
+def _fleet_check() -> Any:
+    if not _exists("alerts.fleet"):
+        return None
+    from alerts.fleet import FleetCheck
+
+    return FleetCheck()
 
 
 def _exists(module: str) -> bool:

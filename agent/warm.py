@@ -18,33 +18,51 @@ DEFAULT_LOOKBACK = 86_400.0  # a day of history: enough to rank arms, recent eno
 def arm_history(store: Store, target_version: str, draft_version: str | None = None,
                 since: float | None = None, now: float | None = None,
                 domain: str | None = None) -> dict[str, list[ArmStats]]:
-    """Per domain (only ``domain`` when given), one ArmStats per lookahead seen with ``target_version`` since
-    ``since``.
+    """Per domain (only ``domain`` when given), one ArmStats per lookahead seen with ``target_version`` (and
+    ``draft_version`` when given: the same pair) since ``since``, summed over every pod that stored it: a
+    restarted or new pod starts from what its peers measured on the same pair.
 
-    ``draft_version`` is matched through the stored version log: when the pod's draft changed after
-    ``since``, history starts at that change.
+    ``draft_version`` is also matched through the stored version log: when the draft first showed up after
+    ``since``, history starts there.
     """
     now = time.time() if now is None else now
     since = pair_since(store, draft_version, since, now)
-    totals = store.stats(StatsQuery(since, now, ("domain", "target_version", "lookahead"), domain)).rows
-    positions = store.stats(StatsQuery(since, now, ("domain", "target_version", "lookahead", "position"),
-                                       domain)).rows
+    dims = ("domain", "target_version", "draft_version", "lookahead")
+    totals = store.stats(StatsQuery(since, now, dims, domain)).rows
+    positions = store.stats(StatsQuery(since, now, (*dims, "position"), domain)).rows
+
+    def same_pair(row: dict[str, Any]) -> bool:
+        return row["target_version"] == target_version and draft_version in (None, row["draft_version"])
+
     per_position: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
-    for row in positions:
-        if row["target_version"] == target_version:
-            per_position.setdefault((row["domain"], row["lookahead"]), {})[row["position"]] = (
-                row["reached"], row["accepted"])
+    for row in filter(same_pair, positions):
+        reached, accepted = per_position.setdefault((row["domain"], row["lookahead"]), {}).get(row["position"], (0, 0))
+        per_position[row["domain"], row["lookahead"]][row["position"]] = (reached + row["reached"],
+                                                                          accepted + row["accepted"])
+    merged: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in filter(same_pair, totals):
+        if row["steps"]:
+            key = (row["domain"], row["lookahead"])
+            merged[key] = _merge(merged[key], row) if key in merged else row
     out: dict[str, list[ArmStats]] = {}
-    for row in totals:
-        if row["target_version"] != target_version or not row["steps"]:
-            continue
-        out.setdefault(row["domain"], []).append(_arm(row, per_position.get((row["domain"], row["lookahead"]), {})))
+    for (name, k), row in sorted(merged.items()):
+        out.setdefault(name, []).append(_arm(row, per_position.get((name, k), {})))
+    return out
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two stats rows of one domain and lookahead (several drafts when none was asked for) as one: per-step
+    measures weighted by steps."""
+    steps = a["steps"] + b["steps"]
+    out = {**a, "steps": steps}
+    for name in ("tokens_per_step", "draft_seconds_per_step", "verify_seconds_per_step"):
+        out[name] = ((a[name] or 0.0) * a["steps"] + (b[name] or 0.0) * b["steps"]) / steps
     return out
 
 
 def pair_since(store: Store, draft_version: str | None, since: float | None, now: float) -> float:
     """Where history of ``draft_version`` starts: ``since`` (default a day back), or the draft's first
-    sighting in the version log if later (stored rows carry no draft version)."""
+    sighting in the version log (any pod's) if later."""
     since = now - DEFAULT_LOOKBACK if since is None else since
     if draft_version is not None:
         changed = [v.first_seen for v in store.versions() if v.role == "draft" and v.version == draft_version]

@@ -72,6 +72,10 @@ CATALOGUE: dict[str, AlertType] = {t.name: t for t in (
     AlertType("BelowBreakEven", "warning",
               "Speculation in {domain} is slower than plain decoding (acceptance {acceptance_after})",
               "Lower the lookahead or turn speculation off for this domain."),
+    # Labels name the pod that departs from its peers; the sidecar of that pod fires it (alerts/fleet.py).
+    AlertType("FleetOutlier", "warning",
+              "Pod {pod} departs from its peers in {domain}: acceptance {pod_acceptance} vs {peers_acceptance}",
+              "Compare the pod with a peer (node, draft image, engine flags); drain it or finish the rollout."),
     AlertType("SpeculationDisabled", "warning", "Speculation turned off in {domain}: {reason}",
               "Look at the drift alerts of this domain; refresh the draft.", auto_resolve=False),
     # No longer fired by the sidecar (a restoration resolves SpeculationDisabled); kept for stored history and

@@ -17,7 +17,7 @@ from storage.state import load_state
 from storage.tiers import Tier
 
 TIME_DIMS = {"10s": 10, "minute": 60, "5m": 300, "hour": 3600, "day": 86400}
-SERIES_DIMS = ("domain", "lookahead", "target_version", "pod")
+SERIES_DIMS = ("domain", "lookahead", "target_version", "draft_version", "pod")
 DIMENSIONS = (*SERIES_DIMS, *TIME_DIMS, "position")
 TOTALS = tuple(Totals.__dataclass_fields__)
 

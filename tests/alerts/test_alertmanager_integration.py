@@ -2,61 +2,26 @@
 alerts appear in GET /api/v2/alerts with our labels and annotations and go away once resolved; one that
 starts after the alerts were fired still gets them."""
 
-import shutil
-import subprocess
-import time
-
 import httpx
 import pytest
 
+from alertmanager_process import BINARY, MISSING, Alertmanagers
 from alerts.config import AlertConfig
 from alerts.manager import AlertManager
 from alerts.sinks import AlertmanagerSink
 from alert_fakes import free_port
 
-BINARY = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-pytestmark = pytest.mark.skipif(BINARY is None, reason="prometheus-alertmanager is not installed "
-                                                       "(apt-get install prometheus-alertmanager)")
+pytestmark = pytest.mark.skipif(BINARY is None, reason=MISSING)
 CONFIG = 'route:\n  receiver: "null"\nreceivers:\n  - name: "null"\n'
 FAST = AlertConfig(retry_initial_seconds=0.05, retry_max_seconds=0.2)
 
 
 @pytest.fixture
 def start_alertmanager(tmp_path):
-    """Start Alertmanager on a port (cluster mode off) and wait until it is ready; stopped afterwards."""
-    processes = []
-
-    def start(port: int) -> str:
-        folder = tmp_path / f"am-{port}"
-        folder.mkdir()
-        (folder / "am.yml").write_text(CONFIG)
-        log = open(folder / "log", "wb")
-        process = subprocess.Popen([BINARY, f"--config.file={folder / 'am.yml'}", f"--storage.path={folder}",
-                                    f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-                                   stdout=log, stderr=subprocess.STDOUT)
-        processes.append((process, log))
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"Alertmanager exited: {(folder / 'log').read_text()[-500:]}")
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    return url
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        pytest.fail("Alertmanager was not ready within 30 s")
-
-    yield start
-    for process, log in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    """Start Alertmanager on a port and wait until it is ready; stopped afterwards."""
+    running = Alertmanagers(tmp_path)
+    yield lambda port: running.start(CONFIG, port)
+    running.stop_all()
 
 
 def active(url: str) -> dict[tuple[str, str], dict]:
