@@ -85,7 +85,7 @@ def build(config: SidecarConfig, *, background: bool = True) -> Runtime:
     gen = models.Generator(sidecar) if config.models_configured else None
     jobs = Jobs(sidecar, Intervals(config.flush_seconds, config.rollup_seconds, config.prune_seconds,
                                    config.refit_seconds, config.alerts_seconds, config.domains_seconds,
-                                   config.fleet_seconds), fleet=_fleet_check())
+                                   config.fleet_seconds), fleet=fleet_check())
     if sidecar.metrics is not None:
         sidecar.metrics.registry.register(StoreCollector(store))
     ring = RingReader(sidecar, config.ring) if config.ring else None
@@ -135,7 +135,8 @@ def _sinks(config: SidecarConfig) -> list[Any]:
     return sinks
 
 
-def _fleet_check() -> Any:
+def fleet_check() -> Any:
+    """The FleetOutlier check every sidecar runs on the shared history (None without the alerts package)."""
     if not _exists("alerts.fleet"):
         return None
     from alerts.fleet import FleetCheck

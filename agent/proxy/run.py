@@ -16,7 +16,7 @@ from agent.proxy.config import ProxyConfig
 from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pools
 from agent.proxy.versions import FileVersions
-from agent.serve import components, run_until_signal
+from agent.serve import components, fleet_check, run_until_signal
 from agent.sidecar import Sidecar
 from agent.store_metrics import StoreCollector
 from common.redact import redact_url
@@ -64,7 +64,7 @@ def build(config: ProxyConfig) -> ProxyRuntime:
         store.close(flush=False)
         raise
     jobs = Jobs(sidecar, Intervals(sc.flush_seconds, sc.rollup_seconds, sc.prune_seconds, sc.refit_seconds,
-                                   sc.alerts_seconds, sc.domains_seconds))
+                                   sc.alerts_seconds, sc.domains_seconds, sc.fleet_seconds), fleet=fleet_check())
     registry = metrics.registry if metrics is not None else None
     if registry is not None:
         registry.register(StoreCollector(store))
