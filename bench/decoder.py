@@ -19,6 +19,7 @@ decoding steps (the first step of each generation, which also prefills the promp
 and of the costs). Not a test: prints a table and writes bench/results/decoder.json.
 
     python bench/decoder.py [--size full] [--prompts 8] [--tokens 64] [--max-k 8] [--domains code,logs]
+                            [--threads 1]
 """
 
 from __future__ import annotations
@@ -211,8 +212,11 @@ def main(argv=None) -> int:
     parser.add_argument("--max-k", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration (median)")
     parser.add_argument("--domains", default="", help="comma-separated subset (default: every domain)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: steadier than 2 on a shared 2-core machine)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     console = Console(width=200)
     kit = load_kit(args.size)
     results = []
