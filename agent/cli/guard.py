@@ -48,7 +48,8 @@ def guard(
              "here.")] = None,
     new_tokens: Annotated[int, typer.Option(min=1, help="Tokens the new target continues each prompt by.")] = 64,
     temperature: Annotated[float, typer.Option(min=0.0, help="The serving temperature (0 = greedy).")] = 0.0,
-    batch_size: Annotated[int, typer.Option(min=1, help="Prompts per forward pass.")] = 32,
+    strict: Annotated[bool, typer.Option(help="Also exit with 3 when a domain should re-distill first.")] = False,
+    batch_size: Annotated[int, typer.Option(min=1, help="Prompts per forward pass.")] = 64,
     seed: Annotated[int, typer.Option(help="Seed for sampled continuations.")] = 0,
     device: Annotated[str, typer.Option(help="auto (CUDA when present), cpu, cuda:N.")] = "auto",
     fmt: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
@@ -58,8 +59,8 @@ def guard(
     (greedy: argmax agreement; sampling: sum of min(p, q)) is set beside the history under the current target
     (`--db`). Per domain: acceptance before and after, the predicted tokens/s ratio over plain decoding at the
     K to serve, and the action: keep speculation, lower K, turn off (below break-even at every K) or
-    re-distill first (a drop above `--max-drop`). Exits with 3 when any domain would fall below break-even,
-    so it can gate a rollout."""
+    re-distill first (a drop above `--max-drop`). Exits with 3 when any domain would fall below break-even
+    (`--strict`: or should re-distill first), so it can gate a rollout."""
     from agent.guard import guard as run_guard
     from agent.guard.sample import SampleError, load_sample
     from agent.kit.load import load_model
@@ -94,8 +95,9 @@ def guard(
                            seed=seed, config=config, pad_id=new.config.pad_token_id or 0)
     except ValueError as exc:
         raise fail(str(exc))
+    gate = report.failed + ([d.domain for d in report.domains if d.verdict.verdict == "redistill"] if strict else [])
     if fmt is Format.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps({**report.to_dict(), "gate_failed": sorted(gate)}, indent=2))
     else:
         title = None
         if fmt is Format.table:
@@ -104,8 +106,9 @@ def guard(
         emit_rows(report.rows(), fmt, title=title, drop=("positions", "prompts", "break-even"))
         if fmt is Format.table and history.note:
             console.print(history.note, highlight=False)
-    if report.failed:
-        errors.print(f"below break-even: {', '.join(report.failed)}", highlight=False)
+    if gate:
+        failed = ", ".join(f"{d.domain} ({d.verdict.action})" for d in report.domains if d.domain in gate)
+        errors.print(f"gate failed: {failed}", highlight=False)
         raise typer.Exit(BELOW_BREAK_EVEN)
 
 

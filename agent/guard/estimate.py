@@ -45,12 +45,12 @@ class Estimate:
 
 
 def estimate(target, draft, prompts: dict[str, list[list[int]]], *, new_tokens: int = 64,
-             params: sampling.SamplingParams | None = None, batch_size: int = 32, seed: int = 0,
+             params: sampling.SamplingParams | None = None, batch_size: int = 64, seed: int = 0,
              pad_id: int = 0) -> dict[str, Estimate]:
     """Per domain, the draft's expected acceptance on the target's continuations of ``prompts``.
 
     A prompt longer than the models' positions less ``new_tokens`` keeps its tail (as the live sampler
-    does). Prompts are batched by length, so a batch pads little.
+    does). Prompts of every domain are batched together by length, so a batch pads little and few are small.
     """
     params = params or sampling.SamplingParams()
     positions = min(_max_positions(target), _max_positions(draft))
@@ -59,18 +59,20 @@ def estimate(target, draft, prompts: dict[str, list[list[int]]], *, new_tokens: 
     if batch_size < 1:
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
     generator = torch.Generator(device=_device(target)).manual_seed(seed)
-    out = {}
-    for domain, items in prompts.items():
-        kept = sorted((ids[-(positions - new_tokens):] for ids in items if ids), key=len)
-        scored, accepted, overlap = 0, 0.0, 0.0
-        for start in range(0, len(kept), batch_size):
-            acc, ovl = score_batch(target, draft, kept[start:start + batch_size], new_tokens, params,
-                                   generator, pad_id)
-            scored += acc.numel()
-            accepted += float(acc.sum())
-            overlap += float(ovl.sum())
-        out[domain] = Estimate(len(kept), scored, accepted, overlap)
-    return out
+    rows = sorted(((domain, ids[-(positions - new_tokens):]) for domain, items in prompts.items()
+                   for ids in items if ids), key=lambda row: len(row[1]))
+    sums = {domain: [0, 0, 0.0, 0.0] for domain in prompts}
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start:start + batch_size]
+        accept, overlap = score_batch(target, draft, [ids for _, ids in batch], new_tokens, params, generator,
+                                      pad_id)
+        for (domain, _), a, o in zip(batch, accept.sum(-1).tolist(), overlap.sum(-1).tolist()):
+            total = sums[domain]
+            total[0] += 1
+            total[1] += new_tokens
+            total[2] += a
+            total[3] += o
+    return {domain: Estimate(*total) for domain, total in sums.items() if total[0]}
 
 
 @torch.inference_mode()

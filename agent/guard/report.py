@@ -64,7 +64,7 @@ class GuardReport:
 
 def guard(target, draft, prompts: dict[str, list[list[int]]], history: History, cost: StepCost, *,
           versions: tuple[str, str], cost_source: str, lookahead: int | None = None,
-          params: SamplingParams | None = None, new_tokens: int = 64, batch_size: int = 32, seed: int = 0,
+          params: SamplingParams | None = None, new_tokens: int = 64, batch_size: int = 64, seed: int = 0,
           config: RolloutConfig | None = None, pad_id: int = 0) -> GuardReport:
     """Per domain of ``prompts``: expected acceptance against ``target``, the history's, and the verdict.
     ``lookahead``: the K served now in every domain (default: each domain's from the history, else 4)."""

@@ -90,6 +90,11 @@ def test_table_and_csv_formats(kit, db):
     csv = run(kit, db, "--format", "csv", "--max-drop", "1", "--min-speedup", "0.5")
     assert csv.exit_code == 0, csv.output  # nothing below a 0.5 bar: the gate passes
     assert csv.stdout.splitlines()[0].startswith("domain,prompts,positions,before,after,drop")
+    # logs above a 0.01 bar: no longer off but a drop of about 0.9, which --strict also fails on
+    lenient = json.loads(run(kit, db, "--format", "json", "--min-speedup", "0.01").stdout)
+    assert {d["domain"]: d["verdict"] for d in lenient["domains"]}["logs"] == "redistill"
+    strict = run(kit, db, "--format", "json", "--min-speedup", "0.01", "--strict")
+    assert strict.exit_code == 3 and json.loads(strict.stdout)["gate_failed"] == ["logs"]
 
 
 @pytest.mark.parametrize("broken", ["target-only", "draft-vs-draft", "teacher-forced-prompt"])
