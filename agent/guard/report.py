@@ -1,0 +1,83 @@
+"""The guard's run: estimate each domain's acceptance against the new target (agent/guard/estimate.py),
+set it beside the history under the current target (agent/guard/history.py), and judge it
+(policies/rollout.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.guard.estimate import Estimate, estimate
+from agent.guard.history import History
+from agent.sampling import SamplingParams
+from policies.rollout import RolloutConfig, StepCost, Verdict, judge
+
+DEFAULT_LOOKAHEAD = 4  # the K assumed served when neither the history nor --lookahead says
+
+
+@dataclass(frozen=True)
+class DomainReport:
+    domain: str
+    estimate: Estimate
+    before: float | None
+    current_lookahead: int
+    verdict: Verdict
+
+    def row(self) -> dict:
+        v = self.verdict
+        return {"domain": self.domain, "prompts": self.estimate.prompts, "positions": self.estimate.positions,
+                "before": self.before, "after": self.estimate.acceptance, "drop": v.drop,
+                "K now": self.current_lookahead, "K": v.lookahead, "tok/s ratio": v.speedup,
+                "break-even": v.break_even, "action": v.action}
+
+
+@dataclass(frozen=True)
+class GuardReport:
+    target_version: str
+    draft_version: str
+    history: History
+    cost: StepCost
+    cost_source: str  # "history", "flag" or "measured"
+    temperature: float
+    new_tokens: int
+    domains: tuple[DomainReport, ...]
+
+    @property
+    def failed(self) -> list[str]:
+        """Domains that would fall below break-even (the gate fails on any)."""
+        return [d.domain for d in self.domains if d.verdict.below_break_even]
+
+    def rows(self) -> list[dict]:
+        return [d.row() for d in self.domains]
+
+    def to_dict(self) -> dict:
+        h = self.history
+        return {"target_version": self.target_version, "draft_version": self.draft_version,
+                "current_target_version": h.target_version, "history_note": h.note,
+                "cost_ratio": self.cost.ratio, "cost_source": self.cost_source,
+                "verify_ratio": [v / self.cost.verify[0] for v in self.cost.verify],
+                "temperature": self.temperature, "new_tokens": self.new_tokens, "failed": self.failed,
+                "domains": [{**d.row(), "verdict": d.verdict.verdict, "best_lookahead": d.verdict.best_lookahead,
+                             "overlap": d.estimate.overlap / d.estimate.positions if d.estimate.positions else None,
+                             "history_positions": h.domains[d.domain].reached if d.domain in h.domains else 0}
+                            for d in self.domains]}
+
+
+def guard(target, draft, prompts: dict[str, list[list[int]]], history: History, cost: StepCost, *,
+          versions: tuple[str, str], cost_source: str, lookahead: int | None = None,
+          params: SamplingParams | None = None, new_tokens: int = 64, batch_size: int = 64, seed: int = 0,
+          config: RolloutConfig | None = None, pad_id: int = 0) -> GuardReport:
+    """Per domain of ``prompts``: expected acceptance against ``target``, the history's, and the verdict.
+    ``lookahead``: the K served now in every domain (default: each domain's from the history, else 4)."""
+    params = params or SamplingParams()
+    config = config or RolloutConfig()
+    found = estimate(target, draft, prompts, new_tokens=new_tokens, params=params, batch_size=batch_size,
+                     seed=seed, pad_id=pad_id)
+    reports = []
+    for domain in sorted(found):
+        past = history.domains.get(domain)
+        current = lookahead if lookahead is not None else past.lookahead if past else DEFAULT_LOOKAHEAD
+        before = past.acceptance if past else None
+        verdict = judge(found[domain].acceptance, cost, current, before, config)
+        reports.append(DomainReport(domain, found[domain], before, current, verdict))
+    return GuardReport(versions[0], versions[1], history, cost, cost_source, params.temperature, new_tokens,
+                       tuple(reports))

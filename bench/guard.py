@@ -1,0 +1,171 @@
+"""Benchmark: ``specwatch guard`` on the full model kit, v1 -> v2 with the current draft.
+
+1. A sample of 200 prompts (the kit's 32 held-out prompts per domain, topped up with windows of its held-out
+   text of the same 160-256 bytes), written as the JSON file the command reads.
+2. History under the current target: the sample's first ``--history`` prompts per domain decoded with v1 and
+   the draft (greedy, K cycling 4, 0, 8, 4, 64 tokens), every step stored in a SQLite store.
+3. The guard on all 200 prompts against v2 (models loaded, then timed: history, estimate and verdicts). Goal:
+   <= 60 s on this CPU.
+4. Live: every prompt decoded for real by the repo's SpeculativeDecoder with v2 and the draft, greedy, K = 4,
+   64 tokens (as the demo decodes). Compared like with like: the guard's per-token acceptance against the live
+   per-token acceptance (accepted over verified positions: up to and including each step's first rejection,
+   the quantity the store's per-position counts and the demo's StaleDraft summary give), and, at K = 4, the
+   acceptance rate accepted / drafted that the estimate implies, (a + ... + a^4) / 4, against the live one
+   (what the demo's table shows). Goal: |predicted - live| <= 0.05 per domain.
+
+Not a test: prints a table and writes bench/results/guard.json.
+
+    python bench/guard.py [--prompts 200] [--history 8] [--threads 1] [--batch-size 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.decoder import SpeculativeDecoder  # noqa: E402
+from agent.guard import guard  # noqa: E402
+from agent.guard.history import current_history  # noqa: E402
+from agent.guard.sample import load_sample  # noqa: E402
+from agent.kit import tokenizer  # noqa: E402
+from agent.kit.evaluate import predicted_acceptance  # noqa: E402
+from agent.kit.load import load_kit  # noqa: E402
+from storage import Store  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "guard.json"
+NEW_TOKENS, LIVE_K = 64, 4
+
+
+def sample(kit, total: int, seed: int = 0) -> dict[str, list[str]]:
+    """``total`` prompts split over the domains: the kit's prompts first, then held-out windows."""
+    rng = random.Random(seed)
+    heldout = kit.heldout()
+    domains = kit.domains
+    out = {}
+    for i, domain in enumerate(domains):
+        want = total // len(domains) + (i < total % len(domains))
+        prompts = list(kit.prompts[domain])[:want]
+        text = heldout[domain]
+        while len(prompts) < want:
+            size = rng.randint(160, 256)
+            start = rng.randrange(len(text) - size)
+            prompts.append(text.encode()[start:start + size].decode("utf-8", errors="ignore"))
+        out[domain] = prompts
+    return out
+
+
+def live(decoder: SpeculativeDecoder, prompts: dict[str, list[list[int]]], positions: int) -> dict[str, dict]:
+    out = {}
+    for domain, items in prompts.items():
+        accepted = verified = drafted = 0
+        for ids in items:
+            ids = ids[-(positions - NEW_TOKENS):]
+            for s in decoder.generate(ids, NEW_TOKENS, LIVE_K, domain).steps:
+                accepted += s.accepted
+                drafted += s.lookahead
+                verified += s.accepted + (s.accepted < s.lookahead)
+        out[domain] = {"prompts": len(items), "accepted": accepted, "verified": verified, "drafted": drafted,
+                       "per_token": accepted / verified, "rate": accepted / drafted}
+    return out
+
+
+def history(kit, store: Store, prompts: dict[str, list[list[int]]], per_domain: int) -> None:
+    decoder = SpeculativeDecoder(kit.target_v1, kit.draft, target_version=kit.versions["target-v1"],
+                                 draft_version=kit.versions["draft"])
+    store.record_versions(kit.versions["target-v1"], kit.versions["draft"], ts=time.time() - 60)
+    cycle = (4, 0, 8, 4)
+    for domain, items in prompts.items():
+        for i, ids in enumerate(items[:per_domain]):
+            gen = decoder.generate(ids[-(decoder.max_positions - NEW_TOKENS):], NEW_TOKENS, cycle[i % 4], domain)
+            store.write_records(gen.steps)
+    store.flush(math.inf)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=200)
+    parser.add_argument("--history", type=int, default=8, help="prompts per domain decoded under v1 for history")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1, as the demo: a second one stalls when a process holds the other core)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    console = Console(width=150)  # the table is wider than a terminal's 80 columns; a log keeps it whole
+    kit = load_kit("full", device="cpu")
+    work = Path(tempfile.mkdtemp(prefix="guard-bench-"))
+    path = work / "sample.json"
+    path.write_text(json.dumps(sample(kit, args.prompts)))
+    prompts = load_sample(path, tokenizer.encode)
+    url = f"sqlite:///{work / 'history.db'}"
+
+    began = time.perf_counter()
+    with Store.open(url, backfill=True) as store:
+        history(kit, store, prompts, args.history)
+    history_seconds = time.perf_counter() - began
+    console.print(f"history under v1: {history_seconds:.1f} s", highlight=False)
+
+    began = time.perf_counter()
+    with Store.open(url, migrate_schema=False) as store:
+        past = current_history(store, kit.versions["draft"], None, time.time() - 86400, time.time(), 8)
+    report = guard(kit.target_v2, kit.draft, prompts, past, past.cost, cost_source="history",
+                   versions=(kit.versions["target-v2"], kit.versions["draft"]), new_tokens=NEW_TOKENS,
+                   batch_size=args.batch_size)
+    guard_seconds = time.perf_counter() - began
+    console.print(f"guard on {sum(map(len, prompts.values()))} prompts: {guard_seconds:.1f} s", highlight=False)
+
+    began = time.perf_counter()
+    measured = live(SpeculativeDecoder(kit.target_v2, kit.draft), prompts, min(
+        kit.target_v2.config.max_position_embeddings, kit.draft.config.max_position_embeddings))
+    live_seconds = time.perf_counter() - began
+
+    table = Table(title=f"guard v1 -> v2, draft {kit.versions['draft']}: {report.failed or 'no domain'} below "
+                        f"break-even; guard {guard_seconds:.1f} s for {args.prompts} prompts")
+    for column in ("domain", "prompts", "before (v1)", "predicted", "live", "|diff|", f"pred rate K={LIVE_K}",
+                   f"live rate K={LIVE_K}", "|diff| rate", "K", "tok/s ratio", "action"):
+        table.add_column(column, justify="left" if column in ("domain", "action") else "right")
+    rows = []
+    for d in report.domains:
+        got = measured[d.domain]
+        a = d.estimate.acceptance
+        rate = predicted_acceptance(a, LIVE_K)
+        row = {"domain": d.domain, "prompts": d.estimate.prompts, "positions": d.estimate.positions,
+               "before": d.before, "predicted": a, "live": got["per_token"], "diff": abs(a - got["per_token"]),
+               "predicted_rate": rate, "live_rate": got["rate"], "diff_rate": abs(rate - got["rate"]),
+               "lookahead": d.verdict.lookahead, "speedup": d.verdict.speedup, "verdict": d.verdict.verdict,
+               "action": d.verdict.action, "live_counts": got}
+        rows.append(row)
+        table.add_row(d.domain, str(row["prompts"]), f"{d.before:.3f}" if d.before is not None else "",
+                      f"{a:.3f}", f"{got['per_token']:.3f}", f"{row['diff']:.3f}", f"{rate:.3f}",
+                      f"{got['rate']:.3f}", f"{row['diff_rate']:.3f}", str(d.verdict.lookahead),
+                      f"{d.verdict.speedup:.2f}", d.verdict.action)
+    console.print(table)
+    goal = all(r["diff"] <= 0.05 for r in rows)
+    console.print(f"per-token |diff| <= 0.05 in every domain: {goal}; guard {guard_seconds:.1f} s <= 60 s: "
+                  f"{guard_seconds <= 60}; c {report.cost.ratio:.3f} from history; live decoding "
+                  f"{live_seconds:.0f} s", highlight=False)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({
+        "prompts": args.prompts, "new_tokens": NEW_TOKENS, "live_lookahead": LIVE_K, "threads": args.threads,
+        "batch_size": args.batch_size, "guard_seconds": guard_seconds, "history_seconds": history_seconds,
+        "live_seconds": live_seconds, "goal_seconds": 60, "goal_diff": 0.05, "within_goal": goal,
+        "cost_ratio": report.cost.ratio, "failed": report.failed, "versions": kit.versions, "rows": rows,
+        "machine": {"python": platform.python_version(), "torch": torch.__version__,
+                    "processor": platform.processor() or platform.machine()}}, indent=2))
+    console.print(f"wrote {RESULTS}", highlight=False)
+
+
+if __name__ == "__main__":
+    main()
