@@ -23,74 +23,72 @@ import torch
 
 from agent.decoder import crop, forward
 from agent.devices import synchronize
-from policies.goodput import leviathan_tokens, step_seconds
+from policies.goodput import StepCost, leviathan_tokens
 
 
 @dataclass(frozen=True)
-class CostModel:
-    """Measured seconds: ``draft`` per drafted token, ``verify[K]`` per target pass over K+1 tokens."""
+class Measured:
+    """A step cost measured on ``device`` with ``context`` tokens in the KV cache."""
 
+    cost: StepCost
     device: str
-    context: int  # tokens in the KV cache when measured
-    draft: float
-    verify: tuple[float, ...]  # index K: K = 0 is a plain target step
-
-    def __post_init__(self) -> None:
-        if not self.draft > 0 or not self.verify or any(not v > 0 for v in self.verify):
-            raise ValueError("CostModel: draft and verify[0..K] must be positive seconds")
-
-    @property
-    def target_step(self) -> float:
-        """One plain target step (K = 0)."""
-        return self.verify[0]
-
-    def step_seconds(self, k: int) -> float:
-        return step_seconds(k, self.draft, self.verify)
-
-    def verify_ratio(self, k: int) -> float:
-        """verify(K) / one target step: 1 in Leviathan's model."""
-        return self.verify[k] / self.target_step
-
-    @property
-    def c(self) -> float:
-        """Leviathan's cost ratio: one draft forward / one target step."""
-        return self.draft / self.target_step
+    context: int
 
 
-def predicted_rate(a: float, lookaheads: list[int], costs: CostModel) -> float:
+def predicted_rate(a: float, lookaheads: list[int], cost: StepCost) -> float:
     """Tokens/s the cost model predicts for steps run with these lookaheads (one entry per step; the last
     steps of a generation are shortened to its budget) at per-token acceptance a."""
     tokens = sum(leviathan_tokens(a, k) for k in lookaheads)
-    return tokens / sum(costs.step_seconds(k) for k in lookaheads)
+    return tokens / sum(cost.step_seconds(k) for k in lookaheads)
 
 
-def measure(target, draft, context_ids: list[int], max_k: int, *, repeats: int = 30) -> CostModel:
-    """Time the models' forward passes on ``context_ids`` (the median of ``repeats`` passes each).
+def typical_context(prompts: list[list[int]], new_tokens: int, limit: int | None = None) -> list[int]:
+    """Token ids as long as a decoding step's mean context over these prompts: a prompt plus half the new
+    tokens (at most ``limit``); the costs depend on the length, not on which tokens."""
+    tokens = [t for p in prompts for t in p]
+    if not tokens:
+        raise ValueError("prompts: at least one token is required")
+    length = round(len(tokens) / len(prompts) + new_tokens / 2)
+    length = max(1, min(length, limit) if limit is not None else length)
+    return (tokens * (length // len(tokens) + 1))[:length]
+
+
+def measure(target, draft, context_ids: list[int], max_k: int, *, repeats: int = 30,
+            warmup: int = 2) -> Measured:
+    """Time the models' forward passes on ``context_ids``: the median of ``repeats`` passes each.
 
     The draft is timed feeding one token (a drafting step), the target feeding K+1 tokens for K = 0..max_k
-    (a verification). Every pass runs on the same cached context and is cropped back after it.
+    (a verification). Every pass runs on the same cached context and is cropped back after it. The passes
+    are taken in rounds, one of each kind per round, so that a change in the machine's load hits every cost
+    alike instead of skewing the ratios between them.
     """
     if not context_ids:
         raise ValueError("context_ids: at least one token is required")
+    if max_k < 0 or repeats < 1 or warmup < 0:
+        raise ValueError(f"max_k >= 0, repeats >= 1 and warmup >= 0 required, got {max_k}, {repeats}, {warmup}")
+    kinds = [(draft, 1)] + [(target, k + 1) for k in range(max_k + 1)]
+    times: list[list[float]] = [[] for _ in kinds]
+    with torch.inference_mode():
+        caches = {id(m): forward(m, context_ids, None, 1)[1] for m in (target, draft)}
+        for round_ in range(warmup + repeats):
+            for i, (model, n) in enumerate(kinds):
+                seconds = _timed_pass(model, caches[id(model)], context_ids, n)
+                if round_ >= warmup:
+                    times[i].append(seconds)
+    medians = [statistics.median(t) for t in times]
     device = next(target.parameters()).device
-    draft_seconds = _median_pass(draft, context_ids, 1, repeats)
-    verify = tuple(_median_pass(target, context_ids, k + 1, repeats) for k in range(max_k + 1))
-    return CostModel(device=str(device), context=len(context_ids), draft=draft_seconds, verify=verify)
+    return Measured(StepCost(medians[0], tuple(medians[1:])), str(device), len(context_ids))
 
 
-@torch.inference_mode()
-def _median_pass(model, context_ids: list[int], n: int, repeats: int) -> float:
+def _timed_pass(model, cache, context_ids: list[int], n: int) -> float:
+    """Seconds of one forward of ``n`` tokens on the cached context (which is cropped back after it)."""
     device = next(model.parameters()).device
-    _, cache = forward(model, context_ids, None, 1)
     feed = (context_ids * n)[-n:]
-    times = []
-    for i in range(repeats + 2):  # two warm-up passes
-        synchronize(device)
-        start = time.perf_counter()
-        logits, cache = forward(model, feed, cache, n)
-        int(logits[0, -1].argmax())  # the decoder reads a token back after each pass
-        synchronize(device)
-        if i >= 2:
-            times.append(time.perf_counter() - start)
-        crop(cache, len(context_ids))
-    return statistics.median(times)
+    synchronize(device)
+    start = time.perf_counter()
+    logits, _ = forward(model, feed, cache, n)
+    int(logits[0, -1].argmax())  # the decoder reads a token back after each pass
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    crop(cache, len(context_ids))
+    return seconds

@@ -111,20 +111,14 @@ def median_of(repeats, fn):
     return statistics.median(r[0] for r in runs), middle
 
 
-def context_for(prompts, tokens) -> list[int]:
-    """Token ids as long as the mean context of a decoding step here: a prompt plus half the new tokens."""
-    length = round(statistics.fmean(len(p) for p in prompts) + tokens / 2)
-    pool = [t for p in prompts for t in p]
-    return (pool * (length // len(pool) + 1))[:length]
-
-
 def bench_domain(kit, domain, prompts, tokens, max_k, repeats):
     target, draft = kit.target_v1, kit.draft
     decoder = SpeculativeDecoder(target, draft, target_version=kit.versions["target-v1"],
                                  draft_version=kit.versions["draft"])
     run_ours(decoder, prompts[:1], 16, 2)  # warm-up
     run_hf(target, draft, prompts[:1], 16, 2)
-    costs = cost_model.measure(target, draft, context_for(prompts, tokens), max_k)
+    measured = cost_model.measure(target, draft, cost_model.typical_context(prompts, tokens), max_k)
+    costs = measured.cost
     base_tps, (_, base_steps) = median_of(repeats, lambda: run_ours(decoder, prompts, tokens, 0))
     hf_base_tps, _ = median_of(repeats, lambda: run_hf(target, draft, prompts, tokens, 0))
     target_step = statistics.fmean(s.verify_seconds + s.draft_seconds for s in base_steps)
@@ -154,12 +148,12 @@ def bench_domain(kit, domain, prompts, tokens, max_k, repeats):
             predicted_seconds_per_step=statistics.fmean(costs.step_seconds(n) for n in lookaheads),
             verify_ratio=statistics.fmean(s.verify_seconds for s in steps) / target_step,
             model_verify_ratio=costs.verify_ratio(k), speedup=rate / base_rate,
-            leviathan=leviathan_speedup(a, k, costs.c)))
+            leviathan=leviathan_speedup(a, k, costs.ratio)))
     best = max(rows, key=lambda r: r["ours_tps"])
     hf_best = max(rows, key=lambda r: r["hf_tps"])
     return dict(domain=domain, target_only_tps=base_tps, hf_target_only_tps=hf_base_tps,
-                costs=dict(device=costs.device, context=costs.context, draft=costs.draft,
-                           verify=list(costs.verify), c=costs.c),
+                costs=dict(device=measured.device, context=measured.context, draft=costs.draft_per_token,
+                           verify=list(costs.verify), c=costs.ratio),
                 rows=rows, best_k=best["k"], best_tps=best["ours_tps"], hf_best_k=hf_best["k"],
                 hf_best_tps=hf_best["hf_tps"], best_of_model=best["of_model"],
                 worst_of_model=min(r["of_model"] for r in rows), vs_hf=best["ours_tps"] / hf_best["hf_tps"],

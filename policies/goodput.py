@@ -12,6 +12,7 @@ which is Leviathan et al.'s (1 - a^(K+1)) / (1 - a) when every cond[i] = a (arXi
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 
@@ -56,6 +57,38 @@ def leviathan_speedup(a: float, k: int, c: float) -> float:
 def step_seconds(k: int, draft_per_token: float, verify: Sequence[float]) -> float:
     """Seconds of one step of lookahead ``k``: k draft forwards plus the verify pass of k + 1 tokens."""
     return k * draft_per_token + verify[min(k, len(verify) - 1)]
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Seconds (or any one unit) of one step: per drafted token, and the verify pass per K (index = K; the
+    last entry serves larger K)."""
+
+    draft_per_token: float
+    verify: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.verify or any(not (v > 0 and math.isfinite(v)) for v in self.verify):
+            raise ValueError(f"verify must hold at least one finite time > 0, got {self.verify!r}")
+        if not (self.draft_per_token >= 0 and math.isfinite(self.draft_per_token)):
+            raise ValueError(f"draft_per_token must be a finite number >= 0, got {self.draft_per_token!r}")
+
+    @classmethod
+    def from_ratio(cls, c: float) -> "StepCost":
+        """Leviathan's model: a drafted token costs c target steps, a verify pass costs one."""
+        return cls(c, (1.0,))
+
+    @property
+    def ratio(self) -> float:
+        """c: a drafted token's cost over a plain target step."""
+        return self.draft_per_token / self.verify[0]
+
+    def step_seconds(self, k: int) -> float:
+        return step_seconds(k, self.draft_per_token, self.verify)
+
+    def verify_ratio(self, k: int) -> float:
+        """The verify pass of K + 1 tokens over a plain target step (1 in Leviathan's model)."""
+        return self.verify[min(k, len(self.verify) - 1)] / self.verify[0]
 
 
 def predicted_goodput(cond: Sequence[float], k: int, draft_per_token: float, verify: Sequence[float]) -> float:

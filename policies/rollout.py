@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from policies.goodput import break_even_acceptance, goodput_table
+from policies.goodput import StepCost, break_even_acceptance, goodput_table
 
 VERDICTS = ("keep", "lower", "off", "redistill")
 ACTIONS = {"keep": "keep speculation", "lower": "lower K", "off": "turn off", "redistill": "re-distill first"}
@@ -41,30 +41,6 @@ class RolloutConfig:
             raise ValueError(f"min_speedup must be a finite number > 0, got {self.min_speedup!r}")
         if not (isinstance(self.max_drop, (int, float)) and 0 <= self.max_drop <= 1):
             raise ValueError(f"max_drop must be a number in [0, 1], got {self.max_drop!r}")
-
-
-@dataclass(frozen=True)
-class StepCost:
-    """Seconds (or any one unit) of one step: per drafted token, and the verify pass per K (index = K)."""
-
-    draft_per_token: float
-    verify: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        if not self.verify or any(not (v > 0 and math.isfinite(v)) for v in self.verify):
-            raise ValueError(f"verify must hold at least one finite time > 0, got {self.verify!r}")
-        if not (self.draft_per_token >= 0 and math.isfinite(self.draft_per_token)):
-            raise ValueError(f"draft_per_token must be a finite number >= 0, got {self.draft_per_token!r}")
-
-    @classmethod
-    def from_ratio(cls, c: float) -> "StepCost":
-        """Leviathan's model: a drafted token costs c target steps, a verify pass costs one."""
-        return cls(c, (1.0,))
-
-    @property
-    def ratio(self) -> float:
-        """c: a drafted token's cost over a plain target step."""
-        return self.draft_per_token / self.verify[0]
 
 
 @dataclass(frozen=True)

@@ -93,9 +93,7 @@ def guard(
         raise fail(str(exc))
     cost, source = (fixed, "flag") if fixed else (history.cost, "history") if history.cost else (None, "measured")
     if cost is None:
-        from agent.kit.evaluate import cost as measure
-
-        cost = StepCost.from_ratio(measure(new, old, calls=30).ratio)
+        cost = _measured_cost(new, old, sample, new_tokens, kmax)
     try:
         report = run_guard(new, old, sample, history, cost, versions=versions, cost_source=source,
                            lookahead=lookahead, params=params, new_tokens=new_tokens, batch_size=batch_size,
@@ -117,6 +115,16 @@ def guard(
         failed = ", ".join(f"{d.domain} ({d.verdict.action})" for d in report.domains if d.domain in gate)
         errors.print(f"gate failed: {failed}", highlight=False)
         raise typer.Exit(BELOW_BREAK_EVEN)
+
+
+def _measured_cost(target, draft, sample: dict[str, list[list[int]]], new_tokens: int, kmax: int):
+    """Without history: the step cost measured here (agent/cost_model.py: a draft forward, a verify pass per
+    K), at the sample's mean context (prompt plus half the new tokens)."""
+    from agent import cost_model
+
+    limit = min(m.config.max_position_embeddings for m in (target, draft)) - kmax - 1
+    context = cost_model.typical_context([p for texts in sample.values() for p in texts], new_tokens, limit)
+    return cost_model.measure(target, draft, context, kmax).cost
 
 
 def _history(db: str | None, draft_version: str, current_target: str | None, since: float, now: float, kmax: int):

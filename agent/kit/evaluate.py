@@ -10,14 +10,12 @@ acceptance at lookahead K is about (alpha + alpha^2 + ... + alpha^K) / K.
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from dataclasses import asdict, dataclass, field
 
 import torch
 
+from agent import cost_model
 from agent.decoder import SpeculativeDecoder
-from agent.devices import synchronize
 from agent.kit import tokenizer
 from agent.versions import weights_version
 
@@ -147,26 +145,12 @@ def bits_per_byte(model, text: str, seq_len: int, max_windows: int = 16) -> floa
 
 @torch.inference_mode()
 def cost(target, draft, context: int = 256, calls: int = 100, warmup: int = 10) -> Cost:
-    """Median milliseconds of one single-token forward with ``context`` cached tokens, per model.
-
-    Calls alternate between the two models so that both see the same machine load.
-    """
+    """Median milliseconds of one single-token forward with ``context`` cached tokens, per model (measured
+    in alternation by agent/cost_model.py, so that both see the same machine load)."""
     context = min(context, *(m.config.max_position_embeddings - 1 for m in (target, draft)))
-    ids = torch.arange(context).remainder(256).add(tokenizer.OFFSET).unsqueeze(0)
-    models = (draft, target)
-    caches = [m(input_ids=ids.to(m.device), use_cache=True).past_key_values for m in models]
-    times: tuple[list[float], list[float]] = ([], [])
-    for i in range(warmup + calls):
-        for j, model in enumerate(models):
-            token = ids[:, -1:].to(model.device)
-            synchronize(model.device)
-            began = time.perf_counter()
-            caches[j] = model(input_ids=token, past_key_values=caches[j], use_cache=True).past_key_values
-            synchronize(model.device)
-            if i >= warmup:
-                times[j].append(time.perf_counter() - began)
-            caches[j].crop(-1)  # drop the new token: every call sees the same context length
-    return Cost(draft_ms=statistics.median(times[0]) * 1000, target_ms=statistics.median(times[1]) * 1000)
+    ids = [t % 256 + tokenizer.OFFSET for t in range(context)]
+    step = cost_model.measure(target, draft, ids, 0, repeats=calls, warmup=warmup).cost
+    return Cost(draft_ms=step.draft_per_token * 1000, target_ms=step.verify[0] * 1000)
 
 
 def evaluate_pair(target, draft, name: str, prompts: dict[str, list[str]], heldout: dict[str, str] | None,

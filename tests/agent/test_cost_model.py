@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent import cost_model
-from agent.cost_model import CostModel, predicted_rate
-from policies.goodput import leviathan_tokens
+from agent.cost_model import predicted_rate
+from policies.goodput import StepCost, leviathan_tokens
 from tests.tiny_models import llama, perturbed
 
 
@@ -32,9 +32,10 @@ def test_measure_times_one_draft_token_and_k_plus_one_target_tokens_on_the_same_
     target = llama(seed=0)
     draft = Recording(perturbed(target, 0.05))
     recorded_target = Recording(target)
-    costs = cost_model.measure(recorded_target, draft, list(range(1, 21)), max_k=3, repeats=4)
-    assert len(costs.verify) == 4 and costs.context == 20 and costs.device == "cpu"
-    assert costs.draft > 0 and all(v > 0 for v in costs.verify)
+    measured = cost_model.measure(recorded_target, draft, list(range(1, 21)), max_k=3, repeats=4)
+    assert measured.context == 20 and measured.device == "cpu"
+    costs = measured.cost
+    assert len(costs.verify) == 4 and costs.draft_per_token > 0 and all(v > 0 for v in costs.verify)
     # First the context (prefill), then the timed passes, each on the 20 cached tokens: every pass is
     # cropped back, so the cache never grows between them.
     assert draft.calls[0][:2] == (20, 0)
@@ -48,8 +49,8 @@ def test_measure_times_one_draft_token_and_k_plus_one_target_tokens_on_the_same_
 
 
 def test_prediction_is_tokens_over_step_seconds_for_the_lookaheads_run():
-    costs = CostModel(device="cpu", context=10, draft=0.001, verify=(0.010, 0.012, 0.015))
-    assert costs.c == pytest.approx(0.1) and costs.verify_ratio(2) == pytest.approx(1.5)
+    costs = StepCost(0.001, (0.010, 0.012, 0.015))
+    assert costs.ratio == pytest.approx(0.1) and costs.verify_ratio(2) == pytest.approx(1.5)
     assert costs.step_seconds(2) == pytest.approx(0.017)
     a = 0.8
     # Two steps at K=2 and the last one shortened to K=1: expected tokens over expected seconds.
@@ -58,17 +59,20 @@ def test_prediction_is_tokens_over_step_seconds_for_the_lookaheads_run():
     # Plain decoding: one token per target step.
     assert predicted_rate(0.0, [0, 0], costs) == pytest.approx(100.0)
     # Verification costing more than a target step lowers the prediction below Leviathan's.
-    leviathan = CostModel(device="cpu", context=10, draft=0.001, verify=(0.010, 0.010, 0.010))
+    leviathan = StepCost(0.001, (0.010, 0.010, 0.010))
     assert predicted_rate(a, [2], costs) < predicted_rate(a, [2], leviathan)
-
-
-@pytest.mark.parametrize("draft, verify", [(0.0, (0.01,)), (0.001, ()), (0.001, (0.01, -1.0))])
-def test_cost_model_rejects_non_positive_costs(draft, verify):
-    with pytest.raises(ValueError, match="positive seconds"):
-        CostModel(device="cpu", context=1, draft=draft, verify=verify)
 
 
 def test_measure_needs_a_context():
     target = llama(seed=0)
     with pytest.raises(ValueError, match="context_ids"):
         cost_model.measure(target, target, [], max_k=1)
+
+
+def test_typical_context_is_a_prompt_plus_half_the_new_tokens():
+    prompts = [[1, 2, 3, 4], [5, 6]]
+    assert cost_model.typical_context(prompts, 4) == [1, 2, 3, 4, 5]  # 3 + 4 / 2
+    assert len(cost_model.typical_context(prompts, 40)) == 23  # tokens repeat to reach the length
+    assert cost_model.typical_context(prompts, 40, limit=7) == [1, 2, 3, 4, 5, 6, 1]
+    with pytest.raises(ValueError, match="prompts"):
+        cost_model.typical_context([[]], 4)

@@ -169,3 +169,16 @@ def test_sample_file_shapes_and_errors(tmp_path):
         obj.write_text(text)
         with pytest.raises(SampleError, match=message):
             load_sample(obj, tokenizer.encode)
+
+
+def test_without_history_the_step_cost_is_measured_per_k(kit, tmp_path):
+    """No history of this draft: the cost comes from agent/cost_model.py (a verify pass per K, not one target
+    step for every K), and the verdicts still hold."""
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    Store.open(empty).close()
+    result = run(kit, empty, "--format", "json", "--kmax", "4")
+    report = json.loads(result.stdout)
+    assert report["cost_source"] == "measured", result.output
+    assert len(report["verify_ratio"]) == 5 and report["verify_ratio"][0] == 1.0
+    assert all(r > 0 for r in report["verify_ratio"]) and report["cost_ratio"] > 0
+    assert {d["domain"]: d["verdict"] for d in report["domains"]}["code"] != "off"
