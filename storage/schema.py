@@ -69,11 +69,15 @@ hours, hour_positions = _tier("hours", "hour", True)
 days, day_positions = _tier("days", "day", True)
 
 # Buckets of a tier whose rows are older than the tier below (written since the last rollup).
-# ``changes`` counts writes, so a rollup clears only the marks nobody touched while it ran.
+# ``changes`` counts writes, so a rollup clears only the marks nobody touched while it ran. A writer
+# bumps the mark of its ``shard`` (from its pod name): with one mark per bucket, every pod's flush in a
+# minute waited for the previous one's commit on that one row.
+DIRTY_SHARDS = 64
 dirty = sa.Table(
     "dirty", metadata,
     sa.Column("tier", sa.String(16), primary_key=True),
     sa.Column("bucket_start", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("shard", sa.SmallInteger, primary_key=True, autoincrement=False, server_default="0"),
     sa.Column("changes", sa.Integer, nullable=False),
 )
 
