@@ -33,6 +33,7 @@ class StoreConfig:
     retain_windows: int = 7 * DAY
     retain_minutes: int = 30 * DAY
     retain_hours: int = 400 * DAY
+    retain_days: int = 5 * 366 * DAY
     pod: str = "local"
     max_past_seconds: int = 7 * DAY
     max_future_seconds: int = 300
@@ -49,15 +50,15 @@ class StoreConfig:
             raise ValueError(f"window_seconds must divide 60 (1, 2, 5, 10, 30, ...), got {self.window_seconds!r}")
         if type(self.late_seconds) is not int or self.late_seconds < 0:
             raise ValueError(f"late_seconds must be a non-negative integer, got {self.late_seconds!r}")
-        retention = (self.retain_windows, self.retain_minutes, self.retain_hours)
+        retention = (self.retain_windows, self.retain_minutes, self.retain_hours, self.retain_days)
         if any(type(r) is not int or r <= 0 for r in retention):
             raise ValueError(f"retention must be positive whole seconds, got {retention}")
         if self.retain_windows <= self.late_seconds + 3600:
             raise ValueError("retain_windows must exceed late_seconds by more than an hour, so late "
                              "records never land in windows that were already pruned")
-        if not self.retain_windows <= self.retain_minutes <= self.retain_hours:
-            raise ValueError("retention must grow with the tier: windows <= minutes <= hours, got "
-                             f"{self.retain_windows} / {self.retain_minutes} / {self.retain_hours} s")
+        if not self.retain_windows <= self.retain_minutes <= self.retain_hours <= self.retain_days:
+            raise ValueError("retention must grow with the tier: windows <= minutes <= hours <= days, got "
+                             + " / ".join(str(r) for r in retention) + " s")
         for name in ("max_past_seconds", "max_future_seconds", "max_series_cached", "max_windows_kept"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:

@@ -79,8 +79,12 @@ class Database:
         return cls(engine)
 
     @contextmanager
-    def read(self) -> Iterator[sa.Connection]:
+    def read(self, scan: bool = False) -> Iterator[sa.Connection]:
+        """A read. ``scan``: aggregates over many rows (stats); on PostgreSQL without JIT compilation, which
+        cost ~40 ms per statement there and never paid back on queries of 0.1-0.3 s (bench/fleet.py)."""
         with database_errors(), self.engine.connect() as conn:
+            if scan and self.dialect == "postgresql":
+                conn.exec_driver_sql("SET LOCAL jit = off")  # this read's transaction only
             yield conn
 
     @contextmanager

@@ -36,26 +36,28 @@ def _rollup_pair(conn, lower: Tier, upper: Tier, above: Tier | None, state: dict
                  now: float) -> int:
     horizon = floor_to(now, upper.seconds)
     d = schema.dirty.c
-    marks = conn.execute(sa.select(d.bucket_start, d.changes).where(
+    marks = conn.execute(sa.select(d.bucket_start, d.shard, d.changes).where(
         d.tier == upper.name, d.bucket_start < horizon).order_by(d.bucket_start)).all()
     available = state[lower.name].available_from
-    gone = [m for m in marks if m.bucket_start < available]
+    starts = sorted({m.bucket_start for m in marks})  # a bucket may carry marks of several shards
+    gone = [s for s in starts if s < available]
     if gone:
         # The rows below were pruned: these buckets cannot be rebuilt, and keep what they have.
         log.warning("%d %s buckets changed after the %s rows below them were pruned; left as they are",
                     len(gone), upper.name, lower.name)
-    todo = [m for m in marks if m.bucket_start >= available]
-    for lo, hi in _runs([m.bucket_start for m in todo], upper.seconds):
+    todo = [s for s in starts if s >= available]
+    for lo, hi in _runs(todo, upper.seconds):
         _rebuild(conn, lower.table, upper.table, lo, hi, upper.seconds, VALUE_COLUMNS)
         _rebuild(conn, lower.positions, upper.positions, lo, hi, upper.seconds, ("reached", "accepted"),
                  ("position",))
     if above is not None and todo:
-        mark_dirty(conn, above.name, {floor_to(m.bucket_start, above.seconds) for m in todo})
+        mark_dirty(conn, above.name, {floor_to(s, above.seconds) for s in todo})
     if marks:
         # Cleared only if unchanged since read: a concurrent write bumps `changes` and keeps its mark.
         conn.execute(sa.delete(schema.dirty).where(
-            d.tier == upper.name, d.bucket_start == sa.bindparam("b"), d.changes == sa.bindparam("c")),
-            [dict(b=m.bucket_start, c=m.changes) for m in marks])
+            d.tier == upper.name, d.bucket_start == sa.bindparam("b"), d.shard == sa.bindparam("s"),
+            d.changes == sa.bindparam("c")),
+            [dict(b=m.bucket_start, s=m.shard, c=m.changes) for m in marks])
     state[upper.name].rolled_until = max(state[upper.name].rolled_until, horizon)
     return len(todo)
 

@@ -1,8 +1,9 @@
 """Every table of the store, in one place (SQLAlchemy Core). Migrations in storage/migrations/ build it.
 
-Step history lives in three tiers of the same shape: ``windows`` (a few seconds), ``minutes`` and
-``hours``. A row holds sums and counts for one series in one bucket, never averages. Per-position counts
-sit beside each tier in ``<tier>_positions``, one row per drafted position reached, so any K fits.
+Step history lives in four tiers of the same shape: ``windows`` (a few seconds), ``minutes``, ``hours``
+and ``days`` (UTC days: a month of a fleet is 30 rows per series, not 720). A row holds sums and counts
+for one series in one bucket, never averages. Per-position counts sit beside each tier in
+``<tier>_positions``, one row per drafted position reached, so any K fits.
 """
 
 from __future__ import annotations
@@ -65,13 +66,18 @@ def _tier(name: str, positions: str, by_series_index: bool) -> tuple[sa.Table, s
 windows, window_positions = _tier("windows", "window", False)
 minutes, minute_positions = _tier("minutes", "minute", True)
 hours, hour_positions = _tier("hours", "hour", True)
+days, day_positions = _tier("days", "day", True)
 
 # Buckets of a tier whose rows are older than the tier below (written since the last rollup).
-# ``changes`` counts writes, so a rollup clears only the marks nobody touched while it ran.
+# ``changes`` counts writes, so a rollup clears only the marks nobody touched while it ran. A writer
+# bumps the mark of its ``shard`` (from its pod name): with one mark per bucket, every pod's flush in a
+# minute waited for the previous one's commit on that one row.
+DIRTY_SHARDS = 64
 dirty = sa.Table(
     "dirty", metadata,
     sa.Column("tier", sa.String(16), primary_key=True),
     sa.Column("bucket_start", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("shard", sa.SmallInteger, primary_key=True, autoincrement=False, server_default="0"),
     sa.Column("changes", sa.Integer, nullable=False),
 )
 

@@ -242,7 +242,7 @@ class Store:
             return events.transitions(conn, self._now(until), domain)
 
     def stats(self, query: StatsQuery) -> StatsResult:
-        with self.db.read() as conn:
+        with self.db.read(scan=True) as conn:
             return stats(conn, query, self.tiers, self._clock())
 
     def versions(self) -> list[VersionSeen]:
@@ -252,7 +252,7 @@ class Store:
     def history(self, since: float | None = None, until: float | None = None,
                 domain: str | None = None) -> History:
         """Acceptance per domain over time with speculation-off periods, alerts and target versions."""
-        with self.db.read() as conn:
+        with self.db.read(scan=True) as conn:
             until = stored_until(conn, self.tiers, self._clock()) if until is None else until
             if since is None:
                 first = stats(conn, StatsQuery(until=until, by=("day",), domain=domain), self.tiers, until)

@@ -1,4 +1,4 @@
-"""The three tiers of step history, finest first: windows -> minutes -> hours."""
+"""The four tiers of step history, finest first: windows -> minutes -> hours -> days."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ class Tier:
     positions: sa.Table
 
 
-def tiers(config: StoreConfig) -> tuple[Tier, Tier, Tier]:
+def tiers(config: StoreConfig) -> tuple[Tier, Tier, Tier, Tier]:
     return (Tier("window", config.window_seconds, config.retain_windows, schema.windows,
                  schema.window_positions),
             Tier("minute", 60, config.retain_minutes, schema.minutes, schema.minute_positions),
-            Tier("hour", 3600, config.retain_hours, schema.hours, schema.hour_positions))
+            Tier("hour", 3600, config.retain_hours, schema.hours, schema.hour_positions),
+            Tier("day", 86400, config.retain_days, schema.days, schema.day_positions))
 
 
-TIER_NAMES = ("window", "minute", "hour")
+TIER_NAMES = ("window", "minute", "hour", "day")

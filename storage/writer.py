@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
@@ -53,16 +54,22 @@ def write_windows(conn: sa.Connection, entries: Sequence[WindowEntry], window_se
             seen[(pod, role, version)] = (min(first, start), max(last, start + window_seconds))
     upsert(conn, schema.windows, rows, ["bucket_start", "series_id"])
     upsert(conn, schema.window_positions, positions, ["bucket_start", "series_id", "position"])
-    mark_dirty(conn, "minute", minutes)
     note_versions(conn, [dict(pod=p, role=r, version=v, first_seen=float(f), last_seen=float(last))
                          for (p, r, v), (f, last) in seen.items()])
+    # Last: the mark's row stays locked until commit, and other pods of the same shard wait for it.
+    mark_dirty(conn, "minute", minutes, shard_of(entries[0][1][0]) if entries else 0)
     return ids
 
 
-def mark_dirty(conn: sa.Connection, tier: str, starts: set[int]) -> None:
+def shard_of(pod: str) -> int:
+    """The dirty-mark shard of a pod's writes (stable across processes: not Python's salted hash)."""
+    return zlib.crc32(pod.encode()) % schema.DIRTY_SHARDS
+
+
+def mark_dirty(conn: sa.Connection, tier: str, starts: set[int], shard: int = 0) -> None:
     """Mark buckets of ``tier`` as behind the tier below (to be recomputed by the next rollup)."""
-    upsert(conn, schema.dirty, [dict(tier=tier, bucket_start=s, changes=1) for s in sorted(starts)],
-           ["tier", "bucket_start"], set_={"changes": lambda _: schema.dirty.c.changes + 1})
+    upsert(conn, schema.dirty, [dict(tier=tier, bucket_start=s, shard=shard, changes=1) for s in sorted(starts)],
+           ["tier", "bucket_start", "shard"], set_={"changes": lambda _: schema.dirty.c.changes + 1})
 
 
 def note_versions(conn: sa.Connection, rows: list[dict]) -> None:

@@ -44,8 +44,8 @@ def stats(
     """Acceptance rate (accepted / drafted), accepted tokens and tokens per step, steps, draft and verify
     time per step, and the speed-up over K = 0 where the range has K = 0 steps.
 
-    Times are UTC. Each part of the range comes from the coarsest tier that holds it exactly (hours,
-    minutes, windows). --by position: conditional acceptance at each drafted position.
+    Times are UTC. Each part of the range comes from the coarsest tier that holds it exactly (days,
+    hours, minutes, windows). --by position: conditional acceptance at each drafted position.
     """
     now = time.time()
     try:

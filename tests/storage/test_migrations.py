@@ -5,7 +5,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from storage import SchemaError, Store, StoreError
+from storage import SchemaError, StatsQuery, Store, StoreError
 from storage import migrate
 from storage.engine import Database
 from storage.schema import metadata
@@ -70,3 +70,26 @@ def test_bad_urls_fail_with_one_line(url, message):
     with pytest.raises(StoreError, match=message) as info:
         Store.open(url)
     assert "\n" not in str(info.value)
+
+
+def test_hours_written_before_the_days_tier_are_rolled_up_into_it(db, db_url, clock):
+    # Revision 0003 adds days; the hours already stored are marked for the first rollup, so a query reads
+    # them (not the empty days) until then, and the same totals from days after.
+    from history import T0
+
+    migrate.upgrade(db, "0002")
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO series (id, domain, lookahead, target_version, draft_version, pod) "
+                             "VALUES (1, 'code', 4, 't1', 'd1', 'p1')"))
+        conn.execute(sa.text("INSERT INTO hours VALUES (:b, 1, 10, 40, 30, 40, 0, 0, 0.1, 0.5)"),
+                     [{"b": T0 + h * 3600} for h in (0, 5, 23)])
+        conn.execute(sa.text("INSERT INTO tier_state VALUES ('hour', 0, :t)"), {"t": T0 + 86400})
+    store = Store.open(db_url, clock=clock)
+    query = StatsQuery(since=T0, until=T0 + 86400)
+    before = store.stats(query)
+    assert before.plan.tiers_used() == {"hour": 86400}
+    assert [(r["domain"], r["steps"], r["accepted"]) for r in before.rows] == [("code", 30, 90)]
+    assert store.rollup(T0 + 86400)["day"] == 1
+    after = store.stats(query)
+    assert after.plan.tiers_used() == {"day": 86400} and after.rows == before.rows
+    store.close(flush=False)

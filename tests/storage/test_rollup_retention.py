@@ -36,12 +36,16 @@ def history(store):
 def test_rollup_equals_direct_aggregation(history):
     direct = rows(history, tier="window")
     positions = rows(history, by=("domain", "position"), tier="window")
-    assert history.rollup(T0 + 3 * H) == {"minute": 180, "hour": 3}
+    assert history.rollup(T0 + 3 * H) == {"minute": 180, "hour": 3, "day": 0}  # the day has not ended
     for tier in ("minute", "hour", None):
         same(rows(history, tier=tier), direct)
         same(rows(history, by=("domain", "position"), tier=tier), positions)
-    assert history.rollup(T0 + 3 * H) == {"minute": 0, "hour": 0}  # nothing changed since
+    assert history.rollup(T0 + 3 * H) == {"minute": 0, "hour": 0, "day": 0}  # nothing changed since
     same(rows(history, tier="hour"), direct)
+    assert history.rollup(T0 + 86400) == {"minute": 0, "hour": 0, "day": 1}
+    by_day = ("domain", "lookahead", "pod", "target_version", "day")
+    same(rows(history, by=by_day, tier="day"), rows(history, by=by_day, tier="window"))
+    same(rows(history, by=("domain", "position"), tier="day"), positions)
 
 
 def test_rollup_waits_for_the_bucket_to_end(history):
@@ -59,7 +63,7 @@ def test_late_data_is_rolled_up_again(history, db_url, clock):
     other.close()
     direct = rows(history, tier="window")
     same(rows(history), direct)  # the stale hour is answered from below until the next rollup
-    assert history.rollup(T0 + 3 * H) == {"minute": 1, "hour": 1}
+    assert history.rollup(T0 + 3 * H) == {"minute": 1, "hour": 1, "day": 0}
     same(rows(history, tier="hour"), direct)
 
 
@@ -84,10 +88,18 @@ def test_retention_never_deletes_uncovered_rows(history, db_url, clock):
     assert rows(history, by=("domain",), tier="minute") == []
 
 
-def test_hours_expire_after_their_own_retention(history):
-    history.rollup(T0 + 3 * H)
-    history.prune(T0 + 400 * 86400 + 2 * H)  # the first two hours are older than 400 days
-    assert [r["hour"] for r in rows(history, by=("hour",), tier="hour")] == [T0 + 2 * H]
+def test_hours_expire_in_whole_days_the_days_tier_covers(history):
+    history.rollup(T0 + 3 * H)  # the day has not ended: no day row covers the hours yet
+    history.prune(T0 + 401 * 86400)
+    assert len(rows(history, by=("hour",), tier="hour")) == 3
+    history.rollup(T0 + 86400)
+    history.prune(T0 + 401 * 86400 - 1)  # not yet a whole day older than 400 days
+    assert len(rows(history, by=("hour",), tier="hour")) == 3
+    history.prune(T0 + 401 * 86400)
+    assert rows(history, by=("hour",), tier="hour") == []
+    assert [r["day"] for r in rows(history, by=("day",))] == [T0]  # answered by the day row
+    history.prune(T0 + 5 * 366 * 86400 + 86400)  # and days go after their own retention
+    assert rows(history, by=("day",), tier="day") == []
 
 
 def test_tier_selection(history):
@@ -102,6 +114,11 @@ def test_tier_selection(history):
                                              Segment("hour", T0 + H, T0 + 2 * H))
     assert segments(T0, T0 + 3 * H, by=("minute",)) == (Segment("minute", T0, T0 + 3 * H),)
     assert segments(T0, T0 + 3 * H, by=("day", "domain")) == (Segment("hour", T0, T0 + 3 * H),)
+    history.rollup(T0 + 86400)  # the day has ended: a month is read from days
+    assert segments(T0, T0 + 86400) == (Segment("day", T0, T0 + 86400),)
+    assert segments(T0 - 5 * H, T0 + 86400 + 60) == (Segment("hour", T0 - 5 * H, T0),
+                                                       Segment("day", T0, T0 + 86400),
+                                                       Segment("minute", T0 + 86400, T0 + 86400 + 60))
     history.write_records([step(ts=T0 + 3 * H + 5)])
     history.flush(T0 + 3 * H + 60)  # a new minute, not rolled up yet
     # The hour holding it is behind; its written minute comes from windows, the rest from (empty) minutes.

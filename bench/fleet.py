@@ -1,0 +1,182 @@
+"""Benchmark: a fleet of sidecars sharing one PostgreSQL, write side and query side.
+
+1. Write side, for N = 10, 100, 1000 pods (bench/fleet_pods.py): each pod is a real ``Store`` with its
+   own pod name, counting 20 domains' step records and flushing every simulated second (the sidecar's
+   flush job), running the rollup job every 60 simulated seconds; the pods are spread over worker
+   processes. Measured: flush latency per flush (p50 / p99), window rows and records written per wall
+   second, the server's CPU seconds (its processes, from /proc) per simulated pod-second, and the growth
+   of every table (pg_total_relation_size) scaled to one pod-day. The simulated clock is paced to the
+   wall; when the machine cannot keep up (N = 1000 on 2 cores) it runs slower than the wall: the
+   reported ``dilation`` is wall seconds per simulated second, so the flushes of 1000 pods' simulated
+   second are squeezed through as fast as the server takes them (every pod still flushes once per
+   simulated second, with the content of one second).
+2. Query side (bench/fleet_history.py): 30 days x 1000 pods x 20 domains loaded in bulk, then
+   ``stats --since 30d`` fleet-wide (by domain) and ``--by pod``, the rollup and the retention jobs.
+
+Goals: flush p99 <= 1 s at N = 1000, in real time (dilation <= 1.05: the flushes of a simulated second
+took no longer than a second); each stats <= 1 s; storage <= 5 MB per pod-day (the growth of the tier
+tables, dead row versions included, scaled to one pod's day). The server's CPU is measured for all its
+processes: run nothing else against it meanwhile. Not a test: prints a table and writes bench/results/fleet.json.
+
+    python bench/fleet.py [--pods 10,100,1000] [--seconds 60] [--workers 4] [--history-pods 1000]
+                          [--server URL] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import sqlalchemy as sa
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import fleet_history, fleet_pods, pgstat  # noqa: E402
+from storage import Store, StoreConfig, migrate  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "fleet.json"
+SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+DAY = 86400
+TIER_TABLES = {f"{t}{s}" for t in ("window", "minute", "hour", "day") for s in ("s", "_positions")}
+console = Console(stderr=True)
+
+
+def say(text: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {text}")
+
+
+class Schema:
+    """A fresh schema on the server for one run, dropped afterwards."""
+
+    def __init__(self, server: str, keep: bool = False):
+        self.name, self.keep = f"fleet_{uuid.uuid4().hex[:8]}", keep
+        self.admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
+        with self.admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE SCHEMA "{self.name}"')
+        self.url = f"{server}?options=-csearch_path%3D{self.name}"
+        self.engine = sa.create_engine(self.url)
+
+    def __enter__(self) -> "Schema":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.engine.dispose()
+        if self.keep:
+            say(f"kept schema {self.name}")
+        else:
+            with self.admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP SCHEMA "{self.name}" CASCADE')
+        self.admin.dispose()
+
+
+def write_side(server: str, pods: int, seconds: int, workers: int) -> dict:
+    with Schema(server) as schema:
+        Store.open(schema.url, StoreConfig()).close()
+        postmaster = pgstat.postmaster_pid(schema.engine)
+        sizes0, cpu0 = pgstat.table_sizes(schema.engine), pgstat.cpu_seconds(postmaster)
+        names = [f"pod-{i:04d}" for i in range(pods)]
+        shares = [names[w::workers] for w in range(min(workers, pods))]
+        start, wall_start = time.time() - 3600, time.time() + 2  # content an hour old: no clock skew
+        jobs = [(schema.url, share, seconds, start, 1.0, wall_start) for share in shares]
+        with multiprocessing.get_context("fork").Pool(len(jobs)) as pool:
+            results = pool.map(fleet_pods._worker, jobs)
+        cpu = pgstat.cpu_seconds(postmaster) - cpu0
+        sizes = pgstat.table_sizes(schema.engine)
+        counts = pgstat.row_counts(schema.engine, ["windows", "window_positions", "minutes", "minute_positions"])
+    out = fleet_pods.summarize(results, pods, seconds)
+    pod_days = pods * seconds / DAY
+    # Tier tables grow with time; series, versions and dirty marks are a fixed cost per pod (or churn).
+    growth = {t: (sizes[t] - sizes0.get(t, 0)) / pod_days for t in sizes if t in TIER_TABLES}
+    fixed = {t: (sizes[t] - sizes0.get(t, 0)) / pods for t in sizes if t not in TIER_TABLES}
+    out.update(pg_cpu_seconds=cpu, pg_cores=cpu / out["wall_seconds"],
+               pg_cpu_ms_per_flush=cpu / out["flushes"] * 1000, rows=counts,
+               rows_per_s=(counts["windows"] + counts["window_positions"]) / out["wall_seconds"],
+               bytes_per_pod_day=growth, bytes_per_pod_fixed=fixed, mb_per_pod_day=sum(growth.values()) / 1e6, workers=len(jobs))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", default="10,100,1000", help="pod counts of the write side")
+    parser.add_argument("--seconds", type=int, default=60, help="simulated seconds per pod count")
+    parser.add_argument("--workers", type=int, default=4, help="worker processes hosting the pods")
+    parser.add_argument("--history-pods", type=int, default=1000, help="0: skip the query side")
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--domains", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--keep-history", action="store_true", help="keep the history's schema (to explain)")
+    parser.add_argument("--server", default=SERVER, help="PostgreSQL URL (a schema is created and dropped)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    results = dict(machine=dict(python=platform.python_version(), cpus=os.cpu_count(),
+                                platform=platform.platform(), load_before=os.getloadavg()),
+                   schema_revision=migrate.head_revision(), write={}, history=None)
+    for n in [int(x) for x in args.pods.split(",") if x]:
+        say(f"write side: {n} pods x {args.seconds} simulated seconds, {args.workers} worker processes ...")
+        results["write"][str(n)] = write_side(args.server, n, args.seconds, args.workers)
+        r = results["write"][str(n)]
+        say(f"  flush p50 {r['flush_p50_ms']:.1f} ms, p99 {r['flush_p99_ms']:.1f} ms, dilation {r['dilation']:.2f}")
+    if args.history_pods:
+        with Schema(args.server, keep=args.keep_history) as schema:
+            Store.open(schema.url, StoreConfig()).close()
+            results["history"] = fleet_history.run(schema.url, schema.engine, args.history_pods, args.domains,
+                                                    args.days, args.repeats, say)
+            results["history"]["sizes"] = pgstat.table_sizes(schema.engine)
+    results["machine"]["load_after"] = os.getloadavg()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print_tables(results)
+    say(f"wrote {args.out}")
+
+
+def print_tables(results: dict) -> None:
+    out = Console(width=max(Console().width, 140))
+    table = Table(title=f"fleet write side (schema {results['schema_revision']}, load "
+                        f"{results['machine']['load_before'][0]:.1f} before, {results['machine']['load_after'][0]:.1f} after)")
+    for col in ("pods", "flushes", "dilation", "flush p50", "flush p99", "rows/s", "records/s", "PG cores",
+                "PG ms/flush", "MB/pod-day", "p99 <= 1 s", "real time", "<= 5 MB"):
+        table.add_column(col, justify="right")
+    for n, r in results["write"].items():
+        table.add_row(n, f"{r['flushes']:,}", f"{r['dilation']:.2f}x", f"{r['flush_p50_ms']:.1f} ms",
+                      f"{r['flush_p99_ms']:.1f} ms", f"{r['rows_per_s']:,.0f}",
+                      f"{r['records'] / r['wall_seconds']:,.0f}", f"{r['pg_cores']:.2f}",
+                      f"{r['pg_cpu_ms_per_flush']:.2f}", f"{r['mb_per_pod_day']:.1f}", _ok(r["flush_p99_ms"] <= 1000),
+                      _ok(r["dilation"] <= 1.05), _ok(r["mb_per_pod_day"] <= 5))
+    out.print(table)
+    last = list(results["write"].values())[-1] if results["write"] else None
+    if last:
+        out.print("bytes per pod-day by table (largest N): " + ", ".join(
+            f"{t} {b / 1e6:.1f} MB" for t, b in sorted(last["bytes_per_pod_day"].items(), key=lambda x: -x[1])))
+    h = results["history"]
+    if not h:
+        return
+    table = Table(title="fleet query side (30 days of history)")
+    for col in ("measure", "value", "goal", "ok"):
+        table.add_column(col, justify="left" if col == "measure" else "right")
+    load = h["load"]
+    table.add_row(f"bulk load ({sum(load['rows'].values()):,} rows)", f"{load['load_seconds']:.0f} s", "", "")
+    for q, m in h["queries"].items():
+        table.add_row(f"{q} ({m['rows']} rows; {', '.join(m['tiers'])})",
+                      f"{m['median_ms']:.0f} ms (first {m['first_ms']:.0f}, max {m['max_ms']:.0f})", "<= 1000 ms",
+                      _ok(m["max_ms"] <= 1000))
+    for job, m in h["jobs"].items():
+        what = m.get("rebuilt") or m.get("deleted")
+        table.add_row(f"{job} {what}", f"{m['seconds']:.2f} s", "", "")
+    out.print(table)
+
+
+def _ok(good: bool) -> str:
+    return "[green]yes[/]" if good else "[red]NO[/]"
+
+
+if __name__ == "__main__":
+    main()

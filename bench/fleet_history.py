@@ -1,0 +1,163 @@
+"""The query side of bench/fleet.py: 30 days of a fleet's history loaded in bulk, then the stats queries,
+the rollup and the retention job timed through the real ``Store``.
+
+The history is what rollups and retention leave behind at 1000 pods x 20 domains: each (pod, domain) has
+a series at its K (2..8) and a K = 0 probe series with a row in one bucket of ten. It is generated inside
+PostgreSQL (INSERT ... SELECT over generate_series, one day per statement). Loaded in full: the hours (and
+days, when the schema has that tier) for 30 days. Loaded as slices, because a full minute tier at this
+scale is ~1e9 rows and a week of windows ~1.3e9: minutes and windows where the timed work reads them (the
+hour before and the hour after the day boundary D) and 10 minutes of each at its retention cut-off, so the
+retention run deletes what an hourly run would, scaled down 6x. Per-position rows exist for windows and
+minutes only (``stats --by domain|pod`` never reads them; the rollup does).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from storage import StatsQuery, Store, StoreConfig
+
+DAY, HOUR = 86400, 3600
+
+_SERIES = """
+INSERT INTO series (domain, lookahead, target_version, draft_version, pod)
+SELECT 'domain-' || lpad(d::text, 2, '0'), k, 't-aaa111', 'd-5e1f0a', 'pod-' || lpad(p::text, 4, '0')
+FROM generate_series(0, :pods - 1) p, generate_series(0, :domains - 1) d,
+     LATERAL (VALUES (2 + (d % 4) * 2), (0)) AS ks(k)
+"""
+# One row per series and bucket: 2 steps a second at K, acceptance varying with series and time.
+_ROWS = """
+INSERT INTO {table} (bucket_start, series_id, steps, drafted, accepted, emitted, expected_n, expected_sum,
+                     draft_seconds, verify_seconds)
+SELECT b, s.id, st, st * s.lookahead, a, st + a, st * s.lookahead, st * s.lookahead * r,
+       0.0012 * s.lookahead * st, 0.011 * st
+FROM generate_series(:lo, :hi - :len, :len) b
+CROSS JOIN (SELECT id, lookahead, substr(domain, 8)::int AS d FROM series) s
+CROSS JOIN LATERAL (SELECT 2 * :len AS st, 0.45 + 0.4 * ((s.id * 7 + b / :len) % 97) / 97.0 AS r) v
+CROSS JOIN LATERAL (SELECT (st * s.lookahead * r)::bigint AS a) w
+WHERE s.lookahead > 0 OR (b / :len + s.d) % 10 = 0
+"""
+_POSITIONS = """
+INSERT INTO {table} (bucket_start, series_id, position, reached, accepted)
+SELECT b, s.id, p, (2 * :len * power(r, p - 1))::bigint, (2 * :len * power(r, p))::bigint
+FROM generate_series(:lo, :hi - :len, :len) b
+CROSS JOIN (SELECT id, lookahead FROM series WHERE lookahead > 0) s
+CROSS JOIN LATERAL (SELECT 0.45 + 0.4 * ((s.id * 7 + b / :len) % 97) / 97.0 AS r) v
+CROSS JOIN LATERAL generate_series(1, s.lookahead) p
+"""
+
+
+def _tables(engine: sa.Engine) -> set[str]:
+    return set(sa.inspect(engine).get_table_names())
+
+
+def load(engine: sa.Engine, pods: int, domains: int, days: int, d: int, say: Callable[[str], None]) -> dict:
+    """Fill the tiers around the day boundary ``d``; returns rows and seconds per part."""
+    tables = _tables(engine)
+    has_days = "days" in tables
+    keep = StoreConfig()
+    parts = [("windows", 10, d - keep.retain_windows - 600, d - keep.retain_windows, True),  # the cut-offs
+             ("minutes", 60, d - keep.retain_minutes - 600, d - keep.retain_minutes, True),
+             ("windows", 10, d - 120, d, True), ("windows", 10, d + 3540, d + 3570, True),
+             ("minutes", 60, d - HOUR, d + 3540, True)]
+    parts += [("hours", HOUR, d - (day + 1) * DAY, d - day * DAY, False) for day in range(days)]
+    if has_days:
+        parts.append(("days", DAY, d - days * DAY, d, False))
+    out = dict(rows={}, seconds={})
+    start = time.perf_counter()
+    with engine.begin() as conn:
+        conn.execute(sa.text(_SERIES), dict(pods=pods, domains=domains))
+    for i, (table, length, lo, hi, positions) in enumerate(parts):
+        t0 = time.perf_counter()
+        with engine.begin() as conn:
+            n = conn.execute(sa.text(_ROWS.format(table=table)), dict(lo=lo, hi=hi, len=length)).rowcount
+            out["rows"][table] = out["rows"].get(table, 0) + n
+            if positions:
+                ptable = f"{table[:-1]}_positions"
+                n = conn.execute(sa.text(_POSITIONS.format(table=ptable)), dict(lo=lo, hi=hi, len=length)).rowcount
+                out["rows"][ptable] = out["rows"].get(ptable, 0) + n
+        out["seconds"][table] = out["seconds"].get(table, 0) + time.perf_counter() - t0
+        if i % 5 == 4 or i == len(parts) - 1:
+            say(f"  loaded {i + 1}/{len(parts)} parts, {sum(out['rows'].values()):,} rows, "
+                f"{time.perf_counter() - start:.0f} s")
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        t0 = time.perf_counter()
+        conn.exec_driver_sql("VACUUM ANALYZE")  # as autovacuum would have left the tables
+        out["seconds"]["vacuum_analyze"] = time.perf_counter() - t0
+    _state(engine, d, days, has_days)
+    out["load_seconds"] = time.perf_counter() - start
+    out["has_days"] = has_days
+    return out
+
+
+def _state(engine: sa.Engine, d: int, days: int, has_days: bool) -> None:
+    """Tier bookkeeping as a running fleet leaves it at D + 59.5 min: every ended minute rolled up, the
+    current minute and hour marked behind."""
+    keep = StoreConfig()
+    state = [("window", d - keep.retain_windows - 600, 0), ("minute", d - keep.retain_minutes - 600, d + 3540),
+             ("hour", d - days * DAY, d)]
+    if has_days:
+        state.append(("day", d - days * DAY, d))
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM tier_state"))
+        conn.execute(sa.text("INSERT INTO tier_state VALUES (:t, :a, :r)"),
+                     [dict(t=t, a=a, r=r) for t, a, r in state])
+        conn.execute(sa.text("DELETE FROM dirty"))
+        conn.execute(sa.text("INSERT INTO dirty VALUES (:t, :b, 1)"),
+                     [dict(t="minute", b=d + 3540), dict(t="hour", b=d)])
+
+
+def time_stats(url: str, now: float, query: StatsQuery, repeats: int) -> dict:
+    store = Store.open(url, StoreConfig(), migrate_schema=False, clock=lambda: now)
+    runs, result = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = store.stats(query)
+        runs.append(time.perf_counter() - t0)
+    store.close(flush=False)
+    return dict(first_ms=runs[0] * 1000, median_ms=statistics.median(runs) * 1000, max_ms=max(runs) * 1000,
+                rows=len(result.rows), tiers=result.plan.tiers_used())
+
+
+def time_jobs(url: str, engine: sa.Engine, d: int) -> dict:
+    """An ordinary minute's rollup (one minute rebuilt), the rollup right after the day boundary (one
+    minute, one hour and one day to rebuild: the most a rollup ever does), then the retention run."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM dirty"))
+        conn.execute(sa.text("INSERT INTO dirty VALUES ('minute', :b, 1)"), dict(b=d - 120))
+    now = d - 30
+    store = Store.open(url, StoreConfig(), migrate_schema=False, clock=lambda: now)
+    out = {}
+    t0 = time.perf_counter()
+    out["rollup_one_minute"] = dict(rebuilt=store.rollup(now), seconds=time.perf_counter() - t0)
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO dirty VALUES ('minute', :b, 1)"), dict(b=d - 60))
+    now = d + 30
+    t0 = time.perf_counter()
+    # the minute's rebuild marks the ended hour, whose rebuild marks the ended day: all in one run
+    out["rollup_at_day_boundary"] = dict(rebuilt=store.rollup(now), seconds=time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    out["prune"] = dict(deleted={k: v for k, v in store.prune(now).items() if v},
+                        seconds=time.perf_counter() - t0)
+    store.close(flush=False)
+    return out
+
+
+def run(url: str, engine: sa.Engine, pods: int, domains: int, days: int, repeats: int,
+        say: Callable[[str], None]) -> dict:
+    d = (int(time.time()) // DAY) * DAY
+    say(f"history: {days} days x {pods} pods x {domains} domains ...")
+    loaded = load(engine, pods, domains, days, d, say)
+    now = d + 3570  # 59.5 min into the day: the current hour still in minutes (the slowest edge)
+    queries = {}
+    for name, by in ((f"stats --since {days}d (fleet, by domain)", ("domain",)),
+                     (f"stats --since {days}d --by pod", ("pod",))):
+        say(f"  {name} ...")
+        queries[name] = time_stats(url, now, StatsQuery(since=now - days * DAY, by=by), repeats)
+    say("  rollup and retention ...")
+    jobs = time_jobs(url, engine, d)
+    return dict(day_boundary=d, query_now=now, load=loaded, queries=queries, jobs=jobs)

@@ -1,0 +1,59 @@
+"""What the PostgreSQL server spent: CPU seconds of its processes (from /proc) and table sizes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import sqlalchemy as sa
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()  # fields from "state" on (the name may hold spaces)
+
+
+def postmaster_pid(engine: sa.Engine) -> int | None:
+    """The server's main process: the parent of this connection's backend (None if not on this machine)."""
+    with engine.connect() as conn:
+        backend = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()
+    fields = _stat(backend)
+    return int(fields[1]) if fields else None
+
+
+def cpu_seconds(postmaster: int | None) -> float:
+    """User + system CPU of the server: its live processes plus the children it has reaped."""
+    if postmaster is None:
+        return float("nan")
+    total = 0
+    main = _stat(postmaster)
+    if main:
+        total += sum(int(x) for x in main[11:15])  # utime, stime, cutime, cstime
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat(int(entry))
+            if fields and int(fields[1]) == postmaster:
+                total += int(fields[11]) + int(fields[12])
+    return total / TICK
+
+
+def table_sizes(engine: sa.Engine) -> dict[str, int]:
+    """pg_total_relation_size (heap, indexes, TOAST) of every table in the current schema, partitions
+    counted in their parent."""
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT COALESCE(p.relname, c.relname) AS name, SUM(pg_total_relation_size(c.oid)) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "LEFT JOIN pg_inherits i ON i.inhrelid = c.oid LEFT JOIN pg_class p ON p.oid = i.inhparent "
+            "WHERE n.nspname = current_schema() AND c.relkind = 'r' GROUP BY 1")).all()
+    return {name: int(size) for name, size in rows}
+
+
+def row_counts(engine: sa.Engine, tables: list[str]) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {t: int(conn.execute(sa.text(f'SELECT count(*) FROM "{t}"')).scalar()) for t in tables}

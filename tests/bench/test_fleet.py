@@ -1,0 +1,55 @@
+"""bench/fleet.py at a tiny scale against the PostgreSQL server: it runs and writes the JSON it promises."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(scope="module")
+def server():
+    engine = sa.create_engine(SERVER)
+    try:
+        with engine.connect():
+            pass
+    except sa.exc.OperationalError:
+        pytest.skip(f"PostgreSQL is not reachable at {SERVER}")
+    finally:
+        engine.dispose()
+    return SERVER
+
+
+def test_tiny_fleet_run_writes_its_figures(server, tmp_path):
+    out = tmp_path / "fleet.json"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "fleet.py"), "--pods", "3", "--seconds", "3",
+                    "--workers", "2", "--history-pods", "4", "--days", "2", "--domains", "5", "--repeats", "1",
+                    "--server", server, "--out", str(out)], check=True, cwd=ROOT, timeout=300,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
+    results = json.loads(out.read_text())
+    write = results["write"]["3"]
+    assert write["flushes"] == 3 * 3 and write["workers"] == 2
+    assert write["rows"]["windows"] > 0 and write["rows"]["window_positions"] > write["rows"]["windows"]
+    assert write["flush_p50_ms"] <= write["flush_p99_ms"] and write["mb_per_pod_day"] > 0
+    growth = write["bytes_per_pod_day"]  # every tier table, and only those: series are a cost per pod
+    assert set(growth) == {f"{t}{s}" for t in ("window", "minute", "hour", "day") for s in ("s", "_positions")}
+    assert growth["windows"] > 0 and growth["window_positions"] > 0 and "series" in write["bytes_per_pod_fixed"]
+    history = results["history"]
+    # 4 pods x 5 domains x (a K series and a K = 0 probe series), 2 days of hours
+    assert history["load"]["rows"]["hours"] >= 4 * 5 * 2 * 24
+    fleet, by_pod = (history["queries"][q] for q in ("stats --since 2d (fleet, by domain)",
+                                                     "stats --since 2d --by pod"))
+    assert fleet["rows"] == 5 and by_pod["rows"] == 4
+    assert "day" in fleet["tiers"]  # a whole day of the range is read from the days tier
+    jobs = history["jobs"]
+    assert jobs["rollup_one_minute"]["rebuilt"]["minute"] == 1
+    assert jobs["rollup_at_day_boundary"]["rebuilt"] == {"minute": 1, "hour": 1, "day": 1}
+    assert jobs["prune"]["deleted"]["windows"] > 0 and jobs["prune"]["deleted"]["minutes"] > 0
