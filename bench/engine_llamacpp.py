@@ -2,7 +2,7 @@
 
 Pools of llama-server, each on one thread (-t 1: the machine has 2 shared cores; requests run one at a
 time, so one server computes at a time): (a) target + draft at llama.cpp's default draft settings (no
---spec-draft-n-max / -p-min given), (b) fixed pools off, k2, k4, k8 (--spec-draft-n-max K,
+--spec-draft-n-max / -p-min given), (b) fixed pools off, k2, k3, k4, k8 (--spec-draft-n-max K,
 --spec-draft-p-min 0), (c) `specwatch proxy` (a separate process, its default policy or --policy) in front
 of the fixed pools. Phase v1 serves target v1 with its distilled draft; phase v2 restarts every server with
 target v2 behind the same ports, the draft now stale, the proxy keeping what it learnt. Per domain and
@@ -13,7 +13,7 @@ byte. Goals: (c) >= 95% of the best fixed pool per domain and phase and >= (a) e
 domain on the plain pool within 50 requests; overhead p50 <= 1 ms, p99 <= 5 ms; first byte p50 <= 1 ms.
 Not a test: prints a table and writes bench/results/engine_llamacpp.json.
 
-    python bench/engine_llamacpp.py [--size full] [--quick] [--rounds 16] [--tokens 64] [--policy pool-model+switch]
+    python bench/engine_llamacpp.py [--size full] [--quick] [--rounds 48] [--tokens 64] [--policy pool-model+switch]
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ from agent.kit import layout  # noqa: E402
 from agent.kit.gguf import export_kit, gguf_name  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "engine_llamacpp.json"
-FIXED = {"off": 0, "k2": 2, "k4": 4, "k8": 8}
+# llama.cpp's default draft length is 3 (b11434: --spec-draft-n-max 3, --spec-draft-p-min 0), so k3 is
+# the default's own K: without it the proxy could only match the default by luck where K = 3 is best.
+FIXED = {"off": 0, "k2": 2, "k3": 3, "k4": 4, "k8": 8}
 DEFAULT = "default"
 PROXY = "proxy"
 PROMPT_BYTES = {"tiny": 100, "full": 200}  # prompt + tokens within the kit's context (160 / 320 positions)
@@ -222,7 +224,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="full", choices=("tiny", "full"))
     parser.add_argument("--quick", action="store_true", help="6 rounds, 32 tokens, 100 overhead pairs")
-    parser.add_argument("--rounds", type=int, default=24, help="requests per domain per configuration and phase")
+    parser.add_argument("--rounds", type=int, default=48, help="requests per domain per configuration and phase")
     parser.add_argument("--tokens", type=int, default=None, help="per request; default 64 (full), 48 (tiny)")
     parser.add_argument("--pairs", type=int, default=400)
     parser.add_argument("--policy", default=None, help="the proxy's policy (default: the proxy's own default)")
