@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agent.decoder import crop, forward
+from agent.decoder import crop, forward, model_device
 from agent.devices import synchronize
 from policies.goodput import StepCost, leviathan_tokens
 
@@ -76,13 +76,13 @@ def measure(target, draft, context_ids: list[int], max_k: int, *, repeats: int =
                 if round_ >= warmup:
                     times[i].append(seconds)
     medians = [statistics.median(t) for t in times]
-    device = next(target.parameters()).device
+    device = model_device(target)
     return Measured(StepCost(medians[0], tuple(medians[1:])), str(device), len(context_ids))
 
 
 def _timed_pass(model, cache, context_ids: list[int], n: int) -> float:
     """Seconds of one forward of ``n`` tokens on the cached context (which is cropped back after it)."""
-    device = next(model.parameters()).device
+    device = model_device(model)
     feed = (context_ids * n)[-n:]
     synchronize(device)
     start = time.perf_counter()

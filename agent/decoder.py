@@ -70,7 +70,7 @@ class SpeculativeDecoder:
         t_vocab, d_vocab = _vocab_size(target), _vocab_size(draft)
         if t_vocab != d_vocab:
             raise ValueError(f"draft: vocabulary size {d_vocab} differs from the target's {t_vocab}")
-        self.device = resolve_device(device) if device is not None else _model_device(target)
+        self.device = resolve_device(device) if device is not None else model_device(target)
         if device is not None or dtype is not None:
             to = {"device": self.device}
             if dtype is not None:
@@ -79,7 +79,7 @@ class SpeculativeDecoder:
         self.target, self.draft = target.eval(), draft.eval()
         self.target_version = target_version or weights_version(target)
         self.draft_version = draft_version or weights_version(draft)
-        self.max_positions = min(_max_positions(target), _max_positions(draft))
+        self.max_positions = min(max_positions(target), max_positions(draft))
         self._generator = torch.Generator(device=self.device)
         if seed is not None:
             self._generator.manual_seed(seed)
@@ -265,11 +265,13 @@ def _vocab_size(model) -> int:
     return model.get_output_embeddings().weight.shape[0]
 
 
-def _model_device(model) -> torch.device:
+def model_device(model) -> torch.device:
+    """The device of the model's weights."""
     return next(model.parameters()).device
 
 
-def _max_positions(model) -> int:
+def max_positions(model) -> int:
+    """Positions the model can attend over (from its config; unbounded when the config names none)."""
     config = model.config
     for name in ("max_position_embeddings", "n_positions"):
         value = getattr(config, name, None)

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from policies.fit import cost_trend
 from policies.goodput import StepCost, break_even_acceptance, goodput_table
 
 VERDICTS = ("keep", "lower", "off", "redistill")
@@ -89,15 +90,15 @@ def judge(acceptance: float, cost: StepCost, current: int, before: float | None 
 
 
 def fitted_verify(points: Sequence[tuple[int, float, int]], kmax: int) -> tuple[float, ...]:
-    """Verify seconds per step for K = 0..kmax from measured (K, seconds per step, steps): a line in K,
-    least squares weighted by steps (one measured K: flat), never below the smallest measured time."""
+    """Verify seconds per step for K = 0..kmax from measured (K, seconds per step, steps): the policies' own
+    line in K (policies/fit.cost_trend: least squares weighted by steps, slope >= 0, one measured K flat,
+    floored at half the cheapest measured mean)."""
     points = [(k, s, n) for k, s, n in points if n > 0 and s > 0]
     if not points:
         raise ValueError("no measured verify time")
-    weight = sum(n for _, _, n in points)
-    mean_k = sum(k * n for k, _, n in points) / weight
-    mean_s = sum(s * n for _, s, n in points) / weight
-    spread = sum(n * (k - mean_k) ** 2 for k, _, n in points)
-    slope = sum(n * (k - mean_k) * (s - mean_s) for k, s, n in points) / spread if spread > 0 else 0.0
-    floor = min(s for _, s, _ in points)
-    return tuple(max(mean_s + max(slope, 0.0) * (k - mean_k), floor) for k in range(kmax + 1))
+    size = max(kmax, *(k for k, _, _ in points)) + 1
+    weight, seconds = [0.0] * size, [0.0] * size
+    for k, s, n in points:
+        weight[k] += n
+        seconds[k] += s * n
+    return tuple(cost_trend(weight, seconds)[: kmax + 1])

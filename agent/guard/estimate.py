@@ -28,6 +28,7 @@ import torch
 from transformers import StaticCache
 
 from agent import sampling
+from agent.decoder import max_positions, model_device
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,12 @@ def estimate(target, draft, prompts: dict[str, list[list[int]]], *, new_tokens: 
     does). Prompts of every domain are batched together by length, so a batch pads little and few are small.
     """
     params = params or sampling.SamplingParams()
-    positions = min(_max_positions(target), _max_positions(draft))
+    positions = min(max_positions(target), max_positions(draft))
     if not 1 <= new_tokens < positions:
         raise ValueError(f"new_tokens: must be in 1..{positions - 1} (the models' positions), got {new_tokens}")
     if batch_size < 1:
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
-    generator = torch.Generator(device=_device(target)).manual_seed(seed)
+    generator = torch.Generator(device=model_device(target)).manual_seed(seed)
     rows = sorted(((domain, ids[-(positions - new_tokens):]) for domain, items in prompts.items()
                    for ids in items if ids), key=lambda row: len(row[1]))
     sums = {domain: [0, 0, 0.0, 0.0] for domain in prompts}
@@ -80,7 +81,7 @@ def score_batch(target, draft, prompts: list[list[int]], new_tokens: int, params
                 generator: torch.Generator | None = None, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Expected acceptance and overlap at each of ``new_tokens`` continuation positions, shape
     [len(prompts), new_tokens]. Prompts are left-padded; positions count from each prompt's first token."""
-    device = _device(target)
+    device = model_device(target)
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)
     mask = torch.zeros_like(ids)
@@ -90,8 +91,8 @@ def score_batch(target, draft, prompts: list[list[int]], new_tokens: int, params
     p_logits, tokens = _continue(target, ids, mask, new_tokens, params, generator)
     full = torch.cat([ids, tokens], dim=1)[:, :-1]
     full_mask = torch.cat([mask, torch.ones_like(tokens)], dim=1)[:, :-1]
-    q_logits = draft(input_ids=full.to(_device(draft)), attention_mask=full_mask.to(_device(draft)),
-                     position_ids=_positions(full_mask).to(_device(draft)),
+    q_logits = draft(input_ids=full.to(model_device(draft)), attention_mask=full_mask.to(model_device(draft)),
+                     position_ids=_positions(full_mask).to(model_device(draft)),
                      use_cache=False).logits[:, width - 1:].to(device)
     p, q = sampling.probabilities(p_logits, params), sampling.probabilities(q_logits, params)
     if params.greedy:
@@ -136,18 +137,9 @@ def _static_cache(model, batch: int, length: int):
         return StaticCache(config=model.config, max_cache_len=length)
     except TypeError:  # transformers 4.x also wants the batch size, device and dtype up front
         return StaticCache(config=model.config, max_batch_size=batch, max_cache_len=length,
-                           device=_device(model), dtype=next(model.parameters()).dtype)
+                           device=model_device(model), dtype=next(model.parameters()).dtype)
 
 
 def _positions(mask: torch.Tensor) -> torch.Tensor:
     """Position ids that start at 0 on each row's first real token (left padding)."""
     return (mask.cumsum(-1) - 1).clamp(min=0)
-
-
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
-
-
-def _max_positions(model) -> int:
-    value = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
-    return int(value) if value else 1 << 30
