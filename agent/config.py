@@ -12,8 +12,11 @@ from typing import Any, Mapping
 
 from agent.ring_layout import check_name
 from common import settings
+from storage.config import StoreConfig
+from storage.counts import POSITIONS
 
 KIT_TARGETS = ("v1", "v2")
+RETAIN = ("retain_windows", "retain_minutes", "retain_hours", "retain_days")
 AUTH_MODES = ("ingest", "all")
 
 
@@ -50,6 +53,10 @@ class SidecarConfig:
     - ``domain_idle_seconds``: a domain without records this long is evicted from memory (policy, switch,
       drift watch, metric series); its history stays in the database and warm-starts it when it returns.
       ``domains_seconds``: how often idle domains are looked for.
+    - ``retain_windows`` / ``retain_minutes`` / ``retain_hours`` / ``retain_days``: seconds each tier of the
+      step history is kept (7 days, 30 days, 400 days, 5 years). The prune job of every sidecar on a shared
+      database applies its own to every pod's rows: give a fleet's sidecars the same values. A fleet keeps
+      10-second windows for hours, not days (docs/fleet.md: they are most of its bytes).
     - ``fleet_seconds``: how often this pod is compared with its peers in the shared history (FleetOutlier;
       with a database of one pod it finds nothing to compare).
     - ``idempotency_entries``: Idempotency-Key answers remembered (each for 10 minutes; least recently
@@ -96,12 +103,16 @@ class SidecarConfig:
     domain_idle_seconds: float = 3600.0
     domains_seconds: float = 30.0
     fleet_seconds: float = 300.0
+    retain_windows: int = StoreConfig.retain_windows
+    retain_minutes: int = StoreConfig.retain_minutes
+    retain_hours: int = StoreConfig.retain_hours
+    retain_days: int = StoreConfig.retain_days
 
     def __post_init__(self) -> None:
         for name in ("host", "db", "pod", "policy", "device"):
             _text(name, getattr(self, name))
         _int("port", self.port, 0, 65535)  # 0: any free port
-        _int("kmax", self.kmax, 1, 64)
+        _int("kmax", self.kmax, 1, POSITIONS)  # the store counts positions 1..32
         _int("max_domains", self.max_domains, 1, 10_000)
         _int("body_limit", self.body_limit, 1024, 1 << 30)
         _int("max_new_tokens", self.max_new_tokens, 1, 1 << 20)
@@ -119,6 +130,16 @@ class SidecarConfig:
         _int("generate_queue", self.generate_queue, 0, 1 << 20)
         _int("max_connections", self.max_connections, 1, 1 << 20)
         _int("idempotency_entries", self.idempotency_entries, 1, 1 << 24)
+        for name in RETAIN:
+            _int(name, getattr(self, name), 1, 1 << 40)
+        shortest = StoreConfig.late_seconds + 3600
+        if self.retain_windows <= shortest:
+            raise ConfigError("retain_windows", f"must be over {shortest} s: late records land in windows for "
+                                                f"{StoreConfig.late_seconds} s, and the rollup needs them an hour")
+        for lower, upper in zip(RETAIN, RETAIN[1:]):
+            if getattr(self, upper) < getattr(self, lower):
+                raise ConfigError(upper, f"must be at least {lower} ({getattr(self, lower)} s): a tier is kept "
+                                         f"as long as the finer one below it, got {getattr(self, upper)}")
         if self.auth not in AUTH_MODES:
             raise ConfigError("auth", f"must be one of {', '.join(AUTH_MODES)}, got {self.auth!r}")
         if self.auth == "all" and self.token is None:
@@ -156,6 +177,12 @@ class SidecarConfig:
     @property
     def models_configured(self) -> bool:
         return self.kit is not None or self.target_dir is not None
+
+    def store_config(self, kmax: int | None = None) -> StoreConfig:
+        """The store's limits and retention for this sidecar (``kmax``: instead of the policy's)."""
+        return StoreConfig(kmax=self.kmax if kmax is None else kmax, pod=self.pod,
+                           retain_windows=self.retain_windows, retain_minutes=self.retain_minutes,
+                           retain_hours=self.retain_hours, retain_days=self.retain_days)
 
     @property
     def url(self) -> str:

@@ -30,7 +30,7 @@ from agent.sidecar import Sidecar
 from agent.store_metrics import StoreCollector
 from common import redact
 from policies.registry import make
-from storage import Store, StoreConfig
+from storage import Store
 from storage.engine import Timeouts
 
 log = logging.getLogger("specwatch.serve")
@@ -72,7 +72,7 @@ def build(config: SidecarConfig, *, background: bool = True) -> Runtime:
     if config.models_configured:
         models.check(config)
     timeouts = Timeouts(config.db_connect_seconds, config.db_statement_seconds, config.db_pool_seconds)
-    store = Store.open(config.db, StoreConfig(kmax=config.kmax, pod=config.pod), timeouts=timeouts)
+    store = Store.open(config.db, config.store_config(), timeouts=timeouts)
     try:
         watch, alerts, metrics = components(config, store)
         sidecar = Sidecar(store, make(config.policy, config.kmax, config.seed), watch=watch, alerts=alerts,

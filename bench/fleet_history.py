@@ -7,8 +7,9 @@ PostgreSQL (INSERT ... SELECT over generate_series, one day per statement). Load
 days, when the schema has that tier) for 30 days. Loaded as slices, because a full minute tier at this
 scale is ~1e9 rows and a week of windows ~1.3e9: minutes and windows where the timed work reads them (the
 hour before and the hour after the day boundary D) and 10 minutes of each at its retention cut-off, so the
-retention run deletes what an hourly run would, scaled down 6x. Per-position rows exist for windows and
-minutes only (``stats --by domain|pod`` never reads them; the rollup does).
+retention run deletes what an hourly run would, scaled down 6x. Per-position counts (``at_least_i`` in the
+row; before schema 0005, rows of ``<tier>_positions``) exist for windows and minutes only (``stats --by
+domain|pod`` never reads them; the rollup does).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from storage import StatsQuery, Store, StoreConfig
+from storage import StatsQuery, Store, StoreConfig, schema
 
 DAY, HOUR = 86400, 3600
 
@@ -32,9 +33,9 @@ FROM generate_series(0, :pods - 1) p, generate_series(0, :domains - 1) d,
 # One row per series and bucket: 2 steps a second at K, acceptance varying with series and time.
 _ROWS = """
 INSERT INTO {table} (bucket_start, series_id, steps, drafted, accepted, emitted, expected_n, expected_sum,
-                     draft_seconds, verify_seconds)
+                     draft_seconds, verify_seconds{columns})
 SELECT b, s.id, st, st * s.lookahead, a, st + a, st * s.lookahead, st * s.lookahead * r,
-       0.0012 * s.lookahead * st, 0.011 * st
+       0.0012 * s.lookahead * st, 0.011 * st{values}
 FROM generate_series(:lo, :hi - :len, :len) b
 CROSS JOIN (SELECT id, lookahead, substr(domain, 8)::int AS d FROM series) s
 CROSS JOIN LATERAL (SELECT 2 * :len AS st, 0.45 + 0.4 * ((s.id * 7 + b / :len) % 97) / 97.0 AS r) v
@@ -51,6 +52,16 @@ CROSS JOIN LATERAL generate_series(1, s.lookahead) p
 """
 
 
+def _at_least(inline: bool) -> dict[str, str]:
+    """The per-position columns of _ROWS (schema 0005 on): position i reached st * r^(i-1), accepted st * r^i."""
+    if not inline:
+        return dict(columns="", values="")
+    n = range(schema.POSITIONS + 1)
+    return dict(columns="".join(f", at_least_{i}" for i in n),
+                values="".join(f", CASE WHEN s.lookahead >= {i} AND s.lookahead > 0 THEN (st * power(r, {i}))::bigint END"
+                               for i in n))
+
+
 def _tables(engine: sa.Engine) -> set[str]:
     return set(sa.inspect(engine).get_table_names())
 
@@ -59,6 +70,7 @@ def load(engine: sa.Engine, pods: int, domains: int, days: int, d: int, say: Cal
     """Fill the tiers around the day boundary ``d``; returns rows and seconds per part."""
     tables = _tables(engine)
     has_days = "days" in tables
+    separate = "window_positions" in tables  # per-position rows beside the tier (before schema 0005)
     keep = StoreConfig()
     parts = [("windows", 10, d - keep.retain_windows - 600, d - keep.retain_windows, True),  # the cut-offs
              ("minutes", 60, d - keep.retain_minutes - 600, d - keep.retain_minutes, True),
@@ -74,9 +86,10 @@ def load(engine: sa.Engine, pods: int, domains: int, days: int, d: int, say: Cal
     for i, (table, length, lo, hi, positions) in enumerate(parts):
         t0 = time.perf_counter()
         with engine.begin() as conn:
-            n = conn.execute(sa.text(_ROWS.format(table=table)), dict(lo=lo, hi=hi, len=length)).rowcount
+            sql = _ROWS.format(table=table, **_at_least(positions and not separate))
+            n = conn.execute(sa.text(sql), dict(lo=lo, hi=hi, len=length)).rowcount
             out["rows"][table] = out["rows"].get(table, 0) + n
-            if positions:
+            if positions and separate:
                 ptable = f"{table[:-1]}_positions"
                 n = conn.execute(sa.text(_POSITIONS.format(table=ptable)), dict(lo=lo, hi=hi, len=length)).rowcount
                 out["rows"][ptable] = out["rows"].get(ptable, 0) + n

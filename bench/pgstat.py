@@ -57,3 +57,10 @@ def table_sizes(engine: sa.Engine) -> dict[str, int]:
 def row_counts(engine: sa.Engine, tables: list[str]) -> dict[str, int]:
     with engine.connect() as conn:
         return {t: int(conn.execute(sa.text(f'SELECT count(*) FROM "{t}"')).scalar()) for t in tables}
+
+
+def vacuum_full(engine: sa.Engine, tables: list[str]) -> None:
+    """Rewrite ``tables`` without their dead row versions, so their size is that of the live rows."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for t in tables:
+            conn.exec_driver_sql(f'VACUUM FULL "{t}"')

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from storage.counts import POSITIONS
+
 DAY = 86_400
 
 
@@ -42,8 +44,9 @@ class StoreConfig:
     max_windows_kept: int = 20_000
 
     def __post_init__(self) -> None:
-        if type(self.kmax) is not int or not 1 <= self.kmax <= 256:
-            raise ValueError(f"kmax must be an integer in 1..256, got {self.kmax!r}")
+        if type(self.kmax) is not int or not 1 <= self.kmax <= POSITIONS:
+            raise ValueError(f"kmax must be an integer in 1..{POSITIONS} (positions the store counts), "
+                             f"got {self.kmax!r}")
         if type(self.max_domain_length) is not int or not 1 <= self.max_domain_length <= 256:
             raise ValueError(f"max_domain_length must be in 1..256, got {self.max_domain_length!r}")
         if type(self.window_seconds) is not int or self.window_seconds < 1 or 60 % self.window_seconds:

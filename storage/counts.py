@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+POSITIONS = 32  # per-position counts are kept for positions 1..POSITIONS: the largest K a store takes
 SeriesKey = tuple[str, str, str, str, int]  # pod, domain, target_version, draft_version, lookahead
 
 
@@ -68,3 +69,13 @@ def position_counts(hist: list[int]) -> list[tuple[int, int, int]]:
         at_least -= hist[i - 1]
         rows.append((i, reached, at_least))
     return rows
+
+
+def at_least(hist: list[int]) -> list[int]:
+    """[steps that accepted at least i drafted tokens for i in 0..K] from a histogram of accepted lengths:
+    position i was reached ``at_least[i - 1]`` times and accepted ``at_least[i]`` times."""
+    out, total = [], sum(hist)
+    for h in hist:
+        out.append(total)
+        total -= h
+    return out

@@ -81,7 +81,7 @@ def stats(conn: sa.Connection, query: StatsQuery, chain: tuple[Tier, ...], now: 
     groups: dict[tuple, list] = {}
     for segment in the_plan.segments:
         for row in conn.execute(_select(tiers[segment.tier], segment, query, positions)):
-            _accumulate(groups, row, len(query.by), positions)
+            _accumulate(groups, row, query.by, positions)
     rows = _position_rows(groups, query.by) if positions else _rows(groups, query.by)
     return StatsResult(query.by, rows, the_plan)
 
@@ -109,7 +109,7 @@ def _views(conn, usable: list[Tier], state, since: int, until: int) -> list[Tier
 
 
 def _select(tier: Tier, segment: Segment, query: StatsQuery, positions: bool) -> sa.Select:
-    src = tier.positions if positions else tier.table
+    src = tier.table
     s = schema.series.c
     dims = []
     for d in query.by:
@@ -117,10 +117,9 @@ def _select(tier: Tier, segment: Segment, query: StatsQuery, positions: bool) ->
             dims.append(s[d])
         elif d in TIME_DIMS:
             dims.append(bucket(src.c.bucket_start, TIME_DIMS[d]))
-        else:
-            dims.append(src.c.position)
-    if positions:
-        measures = [sa.func.sum(src.c.reached), sa.func.sum(src.c.accepted)]
+    if positions:  # each row's counts cover positions 1..K of its K: group by K too
+        dims.append(s.lookahead)
+        measures = [sa.func.sum(src.c[c]) for c in schema.AT_LEAST]
     else:
         dims.append(sa.case((s.lookahead > 0, 1), else_=0))
         measures = [sa.func.sum(src.c[c]) for c in TOTALS]
@@ -133,12 +132,20 @@ def _select(tier: Tier, segment: Segment, query: StatsQuery, positions: bool) ->
     return stmt
 
 
-def _accumulate(groups: dict[tuple, list], row, n_dims: int, positions: bool) -> None:
-    key = tuple(v if isinstance(v, str) else int(v) for v in row[:n_dims])  # PostgreSQL sums are Decimal
-    if positions:
-        reached, accepted = groups.setdefault(key, [0, 0])
-        groups[key] = [reached + int(row[n_dims]), accepted + int(row[n_dims + 1])]
+def _accumulate(groups: dict[tuple, list], row, by: tuple[str, ...], positions: bool) -> None:
+    n_dims = len(by)
+    if positions:  # "position" is not a column: the row's K stands after the other dimensions instead
+        at = by.index("position")
+        key = [v if isinstance(v, str) else int(v) for v in row[:n_dims - 1]]
+        k, counts = int(row[n_dims - 1]), row[n_dims:]
+        for i in range(1, min(k, schema.POSITIONS) + 1):
+            reached = int(counts[i - 1] or 0)
+            if reached:
+                pair = groups.setdefault((*key[:at], i, *key[at:]), [0, 0])
+                pair[0] += reached
+                pair[1] += int(counts[i] or 0)
         return
+    key = tuple(v if isinstance(v, str) else int(v) for v in row[:n_dims])  # PostgreSQL sums are Decimal
     spec_flag, values = row[n_dims], row[n_dims + 1:]
     totals = Totals(*(float(v) if name in schema.SUM_COLUMNS else int(v) for name, v in zip(TOTALS, values)))
     pair = groups.setdefault(key, [Totals(), Totals()])  # speculative (K > 0), plain (K = 0)

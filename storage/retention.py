@@ -30,11 +30,11 @@ def prune(conn: sa.Connection, chain: tuple[Tier, ...], now: float, events_retai
                 d.tier == up.name, d.bucket_start == bucket(t.c.bucket_start, up.seconds))
         if cutoff <= state[lower.name].available_from:
             continue
-        for table in (lower.table, lower.positions):
-            where = [table.c.bucket_start < cutoff]
-            if covered is not None:
-                where.append(covered(table))
-            deleted[table.name] = conn.execute(sa.delete(table).where(*where)).rowcount
+        table = lower.table
+        where = [table.c.bucket_start < cutoff]
+        if covered is not None:
+            where.append(covered(table))
+        deleted[table.name] = conn.execute(sa.delete(table).where(*where)).rowcount
         state[lower.name].available_from = cutoff
     save_state(conn, state)
     horizon = now - events_retain

@@ -18,7 +18,7 @@ from storage.tiers import Tier
 from storage.writer import mark_dirty
 
 log = logging.getLogger(__name__)
-VALUE_COLUMNS = (*schema.COUNT_COLUMNS, *schema.SUM_COLUMNS)
+VALUE_COLUMNS = (*schema.COUNT_COLUMNS, *schema.SUM_COLUMNS, *schema.AT_LEAST)  # SUM of NULLs: NULL
 
 
 def rollup(conn: sa.Connection, chain: tuple[Tier, ...], now: float) -> dict[str, int]:
@@ -48,8 +48,6 @@ def _rollup_pair(conn, lower: Tier, upper: Tier, above: Tier | None, state: dict
     todo = [s for s in starts if s >= available]
     for lo, hi in _runs(todo, upper.seconds):
         _rebuild(conn, lower.table, upper.table, lo, hi, upper.seconds, VALUE_COLUMNS)
-        _rebuild(conn, lower.positions, upper.positions, lo, hi, upper.seconds, ("reached", "accepted"),
-                 ("position",))
     if above is not None and todo:
         mark_dirty(conn, above.name, {floor_to(s, above.seconds) for s in todo})
     if marks:
@@ -74,11 +72,10 @@ def _runs(starts: list[int], seconds: int) -> list[tuple[int, int]]:
 
 
 def _rebuild(conn, src: sa.Table, dst: sa.Table, lo: int, hi: int, seconds: int,
-             summed: tuple[str, ...], extra_keys: tuple[str, ...] = ()) -> None:
+             summed: tuple[str, ...]) -> None:
     """Replace dst's rows in [lo, hi) with sums of src's rows, bucketed by ``seconds``."""
     conn.execute(sa.delete(dst).where(dst.c.bucket_start >= lo, dst.c.bucket_start < hi))
-    start = bucket(src.c.bucket_start, seconds)
-    keys = (start, src.c.series_id, *(src.c[k] for k in extra_keys))
+    keys = (bucket(src.c.bucket_start, seconds), src.c.series_id)
     select = (sa.select(*keys, *(sa.func.sum(src.c[c]) for c in summed))
               .where(src.c.bucket_start >= lo, src.c.bucket_start < hi).group_by(*keys))
-    conn.execute(sa.insert(dst).from_select(["bucket_start", "series_id", *extra_keys, *summed], select))
+    conn.execute(sa.insert(dst).from_select(["bucket_start", "series_id", *summed], select))

@@ -2,13 +2,17 @@
 
 Step history lives in four tiers of the same shape: ``windows`` (a few seconds), ``minutes``, ``hours``
 and ``days`` (UTC days: a month of a fleet is 30 rows per series, not 720). A row holds sums and counts
-for one series in one bucket, never averages. Per-position counts sit beside each tier in
-``<tier>_positions``, one row per drafted position reached, so any K fits.
+for one series in one bucket, never averages. Per-position counts are in the same row: ``at_least_i`` is
+the number of per-step records that accepted at least i drafted tokens, for i = 0..K of the series' K, and
+NULL above it (PostgreSQL stores a NULL as one bit). Position i was reached ``at_least_{i-1}`` times and
+accepted ``at_least_i`` times. A row per drafted position reached had been 60% of the bytes of a fleet.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
+
+from storage.counts import POSITIONS
 
 metadata = sa.MetaData(naming_convention={
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -35,10 +39,11 @@ series = sa.Table(
 
 COUNT_COLUMNS = ("steps", "drafted", "accepted", "emitted", "expected_n")
 SUM_COLUMNS = ("expected_sum", "draft_seconds", "verify_seconds")
+AT_LEAST = tuple(f"at_least_{i}" for i in range(POSITIONS + 1))
 
 
-def _tier(name: str, positions: str, by_series_index: bool) -> tuple[sa.Table, sa.Table]:
-    """A tier's table and its per-position table (counts: ``COUNT``)."""
+def _tier(name: str, by_series_index: bool) -> sa.Table:
+    """A tier's table (counts: ``COUNT``)."""
     table = sa.Table(
         name, metadata,
         sa.Column("bucket_start", sa.BigInteger, primary_key=True, autoincrement=False),
@@ -46,27 +51,18 @@ def _tier(name: str, positions: str, by_series_index: bool) -> tuple[sa.Table, s
                   autoincrement=False),
         *(sa.Column(c, COUNT, nullable=False) for c in COUNT_COLUMNS),
         *(sa.Column(c, sa.Float, nullable=False) for c in SUM_COLUMNS),
+        *(sa.Column(c, COUNT) for c in AT_LEAST),
         sqlite_with_rowid=False,
     )
     if by_series_index:
         sa.Index(None, table.c.series_id, table.c.bucket_start)
-    per_position = sa.Table(
-        f"{positions}_positions", metadata,
-        sa.Column("bucket_start", sa.BigInteger, primary_key=True, autoincrement=False),
-        sa.Column("series_id", sa.Integer, sa.ForeignKey("series.id"), primary_key=True,
-                  autoincrement=False),
-        sa.Column("position", sa.SmallInteger, primary_key=True, autoincrement=False),
-        sa.Column("reached", COUNT, nullable=False),
-        sa.Column("accepted", COUNT, nullable=False),
-        sqlite_with_rowid=False,
-    )
-    return table, per_position
+    return table
 
 
-windows, window_positions = _tier("windows", "window", False)
-minutes, minute_positions = _tier("minutes", "minute", True)
-hours, hour_positions = _tier("hours", "hour", True)
-days, day_positions = _tier("days", "day", True)
+windows = _tier("windows", False)
+minutes = _tier("minutes", True)
+hours = _tier("hours", True)
+days = _tier("days", True)
 
 # Buckets of a tier whose rows are older than the tier below (written since the last rollup).
 # ``changes`` counts writes, so a rollup clears only the marks nobody touched while it ran. A writer

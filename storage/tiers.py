@@ -16,15 +16,13 @@ class Tier:
     seconds: int  # bucket length
     retain: int  # seconds a row is kept (once the tier above covers it)
     table: sa.Table
-    positions: sa.Table
 
 
 def tiers(config: StoreConfig) -> tuple[Tier, Tier, Tier, Tier]:
-    return (Tier("window", config.window_seconds, config.retain_windows, schema.windows,
-                 schema.window_positions),
-            Tier("minute", 60, config.retain_minutes, schema.minutes, schema.minute_positions),
-            Tier("hour", 3600, config.retain_hours, schema.hours, schema.hour_positions),
-            Tier("day", 86400, config.retain_days, schema.days, schema.day_positions))
+    return (Tier("window", config.window_seconds, config.retain_windows, schema.windows),
+            Tier("minute", 60, config.retain_minutes, schema.minutes),
+            Tier("hour", 3600, config.retain_hours, schema.hours),
+            Tier("day", 86400, config.retain_days, schema.days))
 
 
 TIER_NAMES = ("window", "minute", "hour", "day")

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from storage import schema
 from storage.cache import LRU
-from storage.counts import SeriesKey, WindowCounts, position_counts
+from storage.counts import SeriesKey, WindowCounts, at_least
 from storage.sql import floor_to, insert_missing, upsert
 
 WindowEntry = tuple[int, SeriesKey, WindowCounts]
@@ -35,25 +35,24 @@ def resolve_series(conn: sa.Connection, keys: set[SeriesKey], known: Known) -> d
 
 def write_windows(conn: sa.Connection, entries: Sequence[WindowEntry], window_seconds: int,
                   known: Known) -> dict[SeriesKey, int]:
-    """Upsert window rows, their per-position rows, the dirty marks of their minutes and the model
+    """Upsert window rows (per-position counts in the row), the dirty marks of their minutes and the model
     versions they show. Returns the series ids used (for the caller's cache)."""
     ids = resolve_series(conn, {key for _, key, _ in entries}, known)
-    rows, positions, minutes, seen = [], [], set(), {}
+    rows, minutes, seen = [], set(), {}
     for start, key, c in entries:
-        series_id = ids[key]
-        rows.append(dict(bucket_start=start, series_id=series_id, steps=c.steps, drafted=c.drafted,
+        counts = at_least(c.hist) if c.lookahead else []
+        rows.append(dict(bucket_start=start, series_id=ids[key], steps=c.steps, drafted=c.drafted,
                          accepted=c.accepted, emitted=c.emitted, expected_n=c.expected_n,
                          expected_sum=c.expected_sum, draft_seconds=c.draft_seconds,
-                         verify_seconds=c.verify_seconds))
-        positions += [dict(bucket_start=start, series_id=series_id, position=i, reached=r, accepted=a)
-                      for i, r, a in position_counts(c.hist)]
+                         verify_seconds=c.verify_seconds,
+                         **{name: counts[i] if i < len(counts) else None
+                            for i, name in enumerate(schema.AT_LEAST)}))
         minutes.add(floor_to(start, 60))
         pod, _, target, draft, _ = key
         for role, version in (("target", target), ("draft", draft)):
             first, last = seen.get((pod, role, version), (start, start))
             seen[(pod, role, version)] = (min(first, start), max(last, start + window_seconds))
     upsert(conn, schema.windows, rows, ["bucket_start", "series_id"])
-    upsert(conn, schema.window_positions, positions, ["bucket_start", "series_id", "position"])
     note_versions(conn, [dict(pod=p, role=r, version=v, first_seen=float(f), last_seen=float(last))
                          for (p, r, v), (f, last) in seen.items()])
     # Last: the mark's row stays locked until commit, and other pods of the same shard wait for it.

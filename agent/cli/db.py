@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from agent import config as cfg
 from agent.cli.output import Format, console, emit_rows, fail
 from agent.cli.stats import DbOption, open_store
 from agent.times import iso
@@ -33,11 +34,18 @@ def migrate(db: DbOption = None) -> None:
     console.print(f"schema {done} revision {after}", highlight=False)
 
 
-@db_app.command(epilog="Example: specwatch db prune --db sqlite:///specwatch.db")
+@db_app.command(epilog="Example: specwatch db prune --db sqlite:///specwatch.db  (windows kept 2 h: SPECWATCH_RETAIN_WINDOWS=7200)")
 def prune(db: DbOption = None,
           fmt: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table) -> None:
-    """Roll up what has ended, then apply retention now: delete expired rows the tier above covers."""
-    store = open_store(db)
+    """Roll up what has ended, then apply retention now: delete expired rows the tier above covers.
+
+    Retention is the sidecar's (retain_windows, retain_minutes, retain_hours, retain_days, in seconds:
+    SPECWATCH_RETAIN_* or the SPECWATCH_CONFIG file); by default 7 days, 30 days, 400 days, 5 years."""
+    try:
+        retention = cfg.load(None, {"db": db}).store_config()
+    except cfg.ConfigError as exc:
+        raise fail(str(exc))
+    store = open_store(db, config=retention)
     try:
         rolled = store.rollup()
         deleted = store.prune()

@@ -12,7 +12,7 @@ import typer
 from agent.cli.output import Format, console, emit_rows, errors, fail
 from agent.times import iso, parse_time, span
 from common import settings
-from storage import DIMENSIONS, StatsQuery, StatsResult, Store, StoreError
+from storage import DIMENSIONS, StatsQuery, StatsResult, Store, StoreConfig, StoreError
 from storage.query import TIME_DIMS
 
 EXAMPLE = "Example: specwatch stats --db sqlite:///specwatch.db --domain code --since 7d --by hour"
@@ -21,10 +21,10 @@ DbOption = Annotated[Optional[str], typer.Option(
     "--db", help="Database URL; default SPECWATCH_DB or sqlite:///specwatch.db.", show_default=False)]
 
 
-def open_store(db: str | None, migrate_schema: bool = False) -> Store:
+def open_store(db: str | None, migrate_schema: bool = False, config: StoreConfig | None = None) -> Store:
     """Open the store for a command, turning failures into a one-line error."""
     try:
-        return Store.open(db or settings.db_url(), migrate_schema=migrate_schema)
+        return Store.open(db or settings.db_url(), config, migrate_schema=migrate_schema)
     except StoreError as exc:
         raise fail(str(exc))
 

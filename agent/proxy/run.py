@@ -21,7 +21,7 @@ from agent.sidecar import Sidecar
 from agent.store_metrics import StoreCollector
 from common.redact import redact_url
 from policies.registry import make
-from storage import Store, StoreConfig
+from storage import Store
 
 log = logging.getLogger("specwatch.proxy")
 # httptools (C parser) and uvloop: uvicorn's defaults without them are h11 and asyncio's loop, 0.15-0.25 ms more
@@ -53,7 +53,7 @@ class ProxyRuntime:
 def build(config: ProxyConfig) -> ProxyRuntime:
     """Open the store, wire the sidecar and the proxy (nothing started)."""
     sc = config.sidecar
-    store = Store.open(sc.db, StoreConfig(kmax=max(16, sc.kmax), pod=sc.pod))
+    store = Store.open(sc.db, sc.store_config(kmax=max(16, sc.kmax)))
     try:
         watch, alerts, metrics = components(sc, store)
         sidecar = Sidecar(store, make(sc.policy, sc.kmax, sc.seed), watch=watch, alerts=alerts, metrics=metrics,

@@ -3,8 +3,10 @@
 import csv
 import io
 import json
+import time
 
 import pytest
+import sqlalchemy as sa
 import typer
 from typer.testing import CliRunner
 
@@ -89,10 +91,39 @@ def test_versions(url):
 
 def test_db_migrate_and_prune(tmp_path):
     url = f"sqlite:///{tmp_path / 'new.db'}"
-    assert "migrated from empty to revision 0004" in run("db", "migrate", "--db", url).stdout
-    assert "already at revision 0004" in run("db", "migrate", "--db", url).stdout
+    assert "migrated from empty to revision 0005" in run("db", "migrate", "--db", url).stdout
+    assert "already at revision 0005" in run("db", "migrate", "--db", url).stdout
     result = run("db", "prune", "--db", url, "--format", "json")
     assert result.exit_code == 0 and {r["table"] for r in json.loads(result.stdout)} >= {"transitions"}
+
+
+def test_db_prune_applies_the_sidecars_retention(tmp_path, monkeypatch):
+    # A window three hours old: kept by the default retention (7 days), pruned with SPECWATCH_RETAIN_WINDOWS=7200
+    # once the rollup built its minute.
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    run("db", "migrate", "--db", url)
+    old = (int(time.time()) - 3 * 3600) // 60 * 60
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO series (id, domain, lookahead, target_version, draft_version, pod) "
+                             "VALUES (1, 'code', 0, 't', 'd', 'p')"))
+        conn.execute(sa.text("INSERT INTO windows (bucket_start, series_id, steps, drafted, accepted, emitted, "
+                             "expected_n, expected_sum, draft_seconds, verify_seconds) "
+                             "VALUES (:b, 1, 5, 0, 0, 5, 0, 0, 0, 0.05)"), {"b": old})
+        conn.execute(sa.text("INSERT INTO dirty (tier, bucket_start, shard, changes) VALUES ('minute', :b, 0, 1)"),
+                     {"b": old})
+
+    def windows() -> int:
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT count(*) FROM windows")).scalar()
+
+    assert run("db", "prune", "--db", url).exit_code == 0 and windows() == 1
+    monkeypatch.setenv("SPECWATCH_RETAIN_WINDOWS", "7200")
+    assert run("db", "prune", "--db", url).exit_code == 0 and windows() == 0
+    monkeypatch.setenv("SPECWATCH_RETAIN_WINDOWS", "60")
+    result = run("db", "prune", "--db", url)
+    assert result.exit_code != 0 and "retain_windows: must be over 3900 s" in result.output
+    engine.dispose()
 
 
 def test_help_ends_with_an_example():

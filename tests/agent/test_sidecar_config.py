@@ -40,7 +40,10 @@ def test_environment_overrides_the_file_and_flags_override_both(tmp_path, monkey
     ("TOKEN", "short", "token: must be at least 16 characters"),
     ("POLICY", "fastest", "policy: unknown 'fastest'"),
     ("BODY_LIMIT", "10", "body_limit: must be an integer in 1024..1073741824, got 10 (from SPECWATCH_BODY_LIMIT)"),
-    ("KMAX", "0", "kmax: must be an integer in 1..64, got 0 (from SPECWATCH_KMAX)"),
+    ("KMAX", "0", "kmax: must be an integer in 1..32, got 0 (from SPECWATCH_KMAX)"),
+    ("KMAX", "33", "kmax: must be an integer in 1..32, got 33 (from SPECWATCH_KMAX)"),
+    ("RETAIN_WINDOWS", "3600", "retain_windows: must be over 3900 s: late records land in windows for 300 s"),
+    ("RETAIN_MINUTES", "7d", "retain_minutes: must be an integer, got '7d' (from SPECWATCH_RETAIN_MINUTES)"),
     ("RING", "dev/shm/x", "ring: printable text without '/', 1..200 characters, got 'dev/shm/x' (from SPECWATCH_RING)"),
 ])
 def test_bad_environment_values_name_the_option_and_variable(monkeypatch, env, value, message):
@@ -75,8 +78,17 @@ def test_bad_file_values_name_the_file(tmp_path):
     ({"shutdown_seconds": 12.0}, "shutdown_seconds: must leave the 10 s grace period room"),
     ({"host": ""}, "host: must be non-empty text"),
     ({"pod": "a\nb"}, "pod: must be printable text"),
+    ({"retain_windows": 40 * 86400}, "retain_minutes: must be at least retain_windows (3456000 s)"),
+    ({"retain_hours": 86400}, "retain_hours: must be at least retain_minutes (2592000 s)"),
+    ({"retain_days": 0}, "retain_days: must be an integer in 1..1099511627776, got 0"),
 ])
 def test_inconsistent_options_are_refused(kwargs, message):
     with pytest.raises(ConfigError) as info:
         SidecarConfig(**kwargs)
     assert str(info.value).startswith(message)
+
+
+def test_retention_reaches_the_store(monkeypatch):
+    monkeypatch.setenv("SPECWATCH_RETAIN_WINDOWS", "7200")
+    store = load(None, {"retain_minutes": 7 * 86400}).store_config()
+    assert (store.retain_windows, store.retain_minutes, store.retain_hours) == (7200, 7 * 86400, 400 * 86400)

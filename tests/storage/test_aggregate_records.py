@@ -18,9 +18,17 @@ def window_rows(store) -> dict[int, dict]:
 
 
 def position_rows(store) -> list[tuple[int, int, int]]:
-    p = schema.window_positions.c
+    """(position, reached, accepted) from the stored windows."""
+    rows = store.stats(StatsQuery(by=("position",), tier="window", until=T0 + 3600)).rows
+    return [(r["position"], r["reached"], r["accepted"]) for r in rows]
+
+
+def at_least(store, k: int) -> list[int | None]:
+    """The K-``k`` window row's at_least_0..POSITIONS columns."""
+    w, s = schema.windows.c, schema.series.c
     with store.db.read() as conn:
-        return [tuple(r) for r in conn.execute(sa.select(p.position, p.reached, p.accepted).order_by(p.position))]
+        return list(conn.execute(sa.select(*(w[c] for c in schema.AT_LEAST)).join_from(
+            schema.windows, schema.series).where(s.lookahead == k)).one())
 
 
 def test_an_aggregate_of_n_steps_stores_exactly_its_sums(store):
@@ -32,6 +40,7 @@ def test_an_aggregate_of_n_steps_stores_exactly_its_sums(store):
     assert row["draft_seconds"] == pytest.approx(0.25)
     assert row["verify_seconds"] == pytest.approx(1.5)  # the 1.0 s not split counts as verify time
     assert position_rows(store) == []  # an aggregate's positions are unknown
+    assert at_least(store, 4) == [0] * 5 + [None] * (schema.POSITIONS - 4)
 
 
 def test_per_step_and_aggregate_records_share_a_window(store):
@@ -46,6 +55,8 @@ def test_per_step_and_aggregate_records_share_a_window(store):
     assert (rows[0]["steps"], rows[0]["drafted"], rows[0]["emitted"]) == (50, 0, 50)
     # positions from the three per-step records only (accepted 0, 2 and 4 of 4); ...
     assert position_rows(store) == [(1, 3, 2), (2, 2, 2), (3, 2, 1), (4, 1, 1)]
+    assert at_least(store, 4) == [3, 2, 2, 1, 1] + [None] * (schema.POSITIONS - 4)
+    assert at_least(store, 0) == [None] * (schema.POSITIONS + 1)  # K = 0: no positions, nothing stored
     # ... and what the queries derive holds the sums (acceptance = accepted / drafted over all records).
     (row,) = [x for x in store.stats(StatsQuery(by=("lookahead",), until=T0 + 3600)).rows if x["lookahead"] == 4]
     assert row["acceptance_rate"] == pytest.approx(28 / 52)

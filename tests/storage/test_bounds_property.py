@@ -28,7 +28,7 @@ from history import T0
 from storage import StatsQuery, Store, StoreConfig, StoreError
 
 NOW = T0 + 30 * 86400
-CONFIG = dict(kmax=256, max_domain_length=64)
+CONFIG = dict(kmax=32, max_domain_length=64)  # 32: the largest K a store takes
 PRINTABLE = st.characters(categories=("L", "M", "N", "P", "S"), include_characters=" ")
 _fresh = itertools.count()
 
@@ -68,8 +68,8 @@ def batches(draw, config: StoreConfig) -> list[StepRecord]:
 
 @st.composite
 def aggregates(draw, k: int, domains: list[str], versions: list[str], seconds, when) -> StepRecord:
-    """One request's aggregate record, often at the largest count the bounds allow (one such record drafts
-    more than 2^31 tokens at K = 256)."""
+    """One request's aggregate record, often at the largest count the bounds allow (seven such records at
+    K = 32 draft more than 2^31 tokens)."""
     most = records_module.MAX_STEPS
     steps = draw(st.sampled_from((1, 2, most)) | st.integers(1, most))
     drafted = draw(st.sampled_from((0, k * steps)) | st.integers(0, k * steps))
@@ -172,7 +172,7 @@ def at_the_bound(k: int = CONFIG["kmax"], steps: int | None = None, timestamp: f
 def test_nothing_inside_the_bounds_can_break_a_write_or_a_query(db_url, tmp_path, pg_admin):
     # The batch the broken variants below fail on passes here, every time.
     run_property(db_url, tmp_path, pg_admin, StoreConfig(**CONFIG), 40 if db_url.startswith("sqlite") else 20,
-                 known=[at_the_bound(), at_the_bound(k=1, steps=1)])
+                 known=[*[at_the_bound()] * 8, at_the_bound(k=1, steps=1)])
 
 
 @pytest.mark.filterwarnings("ignore:Generating overly large repr")
@@ -211,4 +211,4 @@ def test_four_byte_counts_fail_the_property(tmp_path, pg_admin):
     # A window row past 2^31 is dead-lettered; rows that fit but sum past it make the hour rollup fail.
     with pytest.raises((AssertionError, StoreError), match="dead_lettered|out of range"):
         run_property(PG_SERVER, tmp_path, pg_admin, StoreConfig(**CONFIG), 100, shrink=False, prepare=four_bytes,
-                     known=[at_the_bound()])
+                     known=[at_the_bound()] * 8)

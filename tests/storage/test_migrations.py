@@ -93,3 +93,36 @@ def test_hours_written_before_the_days_tier_are_rolled_up_into_it(db, db_url, cl
     after = store.stats(query)
     assert after.plan.tiers_used() == {"day": 86400} and after.rows == before.rows
     store.close(flush=False)
+
+
+def test_position_rows_move_into_the_tier_rows_and_back(db, db_url, clock):
+    # Revision 0005 folds <tier>_positions into at_least_0..32 of the tier row; the per-position answers
+    # are the same after, and a downgrade gives the rows back.
+    from history import T0
+
+    migrate.upgrade(db, "0004")
+    old = [(1, 10, 8), (2, 8, 5), (3, 5, 0)]  # K = 4: position 4 never reached (no row)
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO series (id, domain, lookahead, target_version, draft_version, pod) "
+                             "VALUES (1, 'code', 4, 't1', 'd1', 'p1'), (2, 'code', 0, 't1', 'd1', 'p1')"))
+        for sid in (1, 2):
+            conn.execute(sa.text("INSERT INTO windows VALUES (:b, :s, 10, 40, 14, 24, 0, 0, 0.1, 0.5)"),
+                         {"b": T0, "s": sid})
+        conn.execute(sa.text("INSERT INTO window_positions VALUES (:b, 1, :p, :r, :a)"),
+                     [{"b": T0, "p": p, "r": r, "a": a} for p, r, a in old])
+    migrate.upgrade(db)
+    with db.read() as conn:
+        rows = dict(conn.execute(sa.text(
+            "SELECT series_id, at_least_0 || ',' || at_least_1 || ',' || at_least_2 || ',' || at_least_3 || ','"
+            " || at_least_4 || ',' || COALESCE(at_least_5, -1) FROM windows")).all())
+        assert "window_positions" not in sa.inspect(conn).get_table_names()
+    assert rows == {1: "10,8,5,0,0,-1", 2: None}  # K = 0: every column NULL
+    store = Store.open(db_url, clock=clock)
+    got = store.stats(StatsQuery(by=("position",), since=T0, until=T0 + 60, tier="window")).rows
+    assert [(r["position"], r["reached"], r["accepted"]) for r in got] == old
+    store.close(flush=False)
+    migrate.downgrade(db, "0004")
+    with db.read() as conn:
+        back = conn.execute(sa.text("SELECT position, reached, accepted FROM window_positions "
+                                    "ORDER BY position")).all()
+    assert [tuple(r) for r in back] == old
