@@ -138,7 +138,10 @@ def main() -> None:
             Store.open(schema.url, StoreConfig()).close()
             results["history"] = fleet_history.run(schema.url, schema.engine, args.history_pods, args.domains,
                                                     args.days, args.repeats, say)
-            results["history"]["sizes"] = pgstat.table_sizes(schema.engine)
+            results["history"]["sizes"] = sizes = pgstat.table_sizes(schema.engine)
+            # hours and days are loaded in full (VACUUM ANALYZEd): their size per pod-day is what a day adds
+            results["history"]["bytes_per_pod_day"] = {
+                t: sizes[t] / (args.history_pods * args.days) for t in ("hours", "days") if t in sizes}
     results["machine"]["load_after"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
@@ -181,6 +184,8 @@ def print_tables(results: dict) -> None:
     for job, m in h["jobs"].items():
         what = m.get("rebuilt") or m.get("deleted")
         table.add_row(f"{job} {what}", f"{m['seconds']:.2f} s", "", "")
+    for t, b in h.get("bytes_per_pod_day", {}).items():
+        table.add_row(f"{t}: bytes per pod-day", f"{b / 1e6:.3f} MB", "", "")
     out.print(table)
 
 

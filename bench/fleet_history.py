@@ -7,9 +7,9 @@ PostgreSQL (INSERT ... SELECT over generate_series, one day per statement). Load
 days, when the schema has that tier) for 30 days. Loaded as slices, because a full minute tier at this
 scale is ~1e9 rows and a week of windows ~1.3e9: minutes and windows where the timed work reads them (the
 hour before and the hour after the day boundary D) and 10 minutes of each at its retention cut-off, so the
-retention run deletes what an hourly run would, scaled down 6x. Per-position counts (``at_least_i`` in the
-row; before schema 0005, rows of ``<tier>_positions``) exist for windows and minutes only (``stats --by
-domain|pod`` never reads them; the rollup does).
+retention run deletes what an hourly run would, scaled down 6x. Per-position counts are in every tier's rows
+(``at_least_i``, schema 0005 on); before, as rows of ``<tier>_positions``, they were loaded for windows and
+minutes only (``stats --by domain|pod`` never reads them; the rollup does).
 """
 
 from __future__ import annotations
@@ -86,7 +86,9 @@ def load(engine: sa.Engine, pods: int, domains: int, days: int, d: int, say: Cal
     for i, (table, length, lo, hi, positions) in enumerate(parts):
         t0 = time.perf_counter()
         with engine.begin() as conn:
-            sql = _ROWS.format(table=table, **_at_least(positions and not separate))
+            # Inline counts widen every tier's rows, so every tier has them; separate rows were loaded where
+            # the timed work reads them only.
+            sql = _ROWS.format(table=table, **_at_least(not separate))
             n = conn.execute(sa.text(sql), dict(lo=lo, hi=hi, len=length)).rowcount
             out["rows"][table] = out["rows"].get(table, 0) + n
             if positions and separate:

@@ -1,4 +1,5 @@
-"""Reads that scan many rows (stats) run without PostgreSQL's JIT; other reads keep the server's setting."""
+"""Reads that scan many rows (stats) run without PostgreSQL's JIT and with random_page_cost 1.1; other reads
+keep the server's settings."""
 
 import pytest
 
@@ -10,11 +11,15 @@ def test_a_scan_turns_jit_off_for_its_own_transaction_only(db_url):
         pytest.skip("JIT: PostgreSQL only")
     db = Database.open(db_url)
     try:
+        def settings(conn) -> tuple[str, str]:
+            return tuple(conn.exec_driver_sql(f"SHOW {name}").scalar() for name in ("jit", "random_page_cost"))
+
         with db.read() as conn:
-            default = conn.exec_driver_sql("SHOW jit").scalar()
+            default = settings(conn)
+        assert default[1] != "1.1"  # the server's own (4 unless tuned)
         with db.read(scan=True) as conn:
-            assert conn.exec_driver_sql("SHOW jit").scalar() == "off"
-        with db.read() as conn:  # the pooled connection is back to the server's setting
-            assert conn.exec_driver_sql("SHOW jit").scalar() == default
+            assert settings(conn) == ("off", "1.1")
+        with db.read() as conn:  # the pooled connection is back to the server's settings
+            assert settings(conn) == default
     finally:
         db.dispose()
