@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, GCCollector, PlatformCollector, \
     ProcessCollector, generate_latest
@@ -28,6 +28,7 @@ from agent.api_models import AlertOut, AlertsOut, DecisionOut, GenerateIn, Gener
 from agent.auth import MESSAGE, TokenGate, bearer_of, token_ok
 from agent.generator import Generator, ModelsUnavailable
 from agent.limits import Busy, GenerateGate, IngestGate, Limits, Refusals
+from agent.prompt_sampler import NDJSON, PromptSampler
 from agent.readiness import Readiness
 from agent.sidecar import Sidecar
 from agent.strict_json import BadJSON, StrictJSONRoute
@@ -42,9 +43,11 @@ BUSY = {429: {"model": Problem}, 503: {"model": Problem}}
 def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = DEFAULT_BODY_LIMIT,
                generator: Generator | None = None, models_configured: bool = False, max_new_tokens: int = 1024,
                registry: CollectorRegistry | None = None, ring: Any = None, auth: str = "ingest",
-               limits: Limits | None = None, readiness: Readiness | None = None) -> FastAPI:
+               limits: Limits | None = None, readiness: Readiness | None = None,
+               sampler: PromptSampler | None = None) -> FastAPI:
     """The app over ``sidecar``. ``registry``: what /metrics exports (default: the wired Metrics' registry,
-    else one of the process's own collectors)."""
+    else one of the process's own collectors). ``sampler``: keeps a sample of POST /v1/generate's prompts
+    for GET /v1/sample (None: sampling off)."""
     if auth not in ("ingest", "all") or (auth == "all" and token is None):
         raise ValueError(f"auth: must be ingest, or all with a token; got {auth!r}")
     app = FastAPI(title="specwatch sidecar", version="1", max_body_size=body_limit,
@@ -107,6 +110,8 @@ def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = 
             raise _Invalid("max_tokens", f"must be at most {max_new_tokens}", ("body", "max_tokens"))
         if generator is None:
             raise ModelsUnavailable("no models configured (set kit, or target_dir and draft_dir)")
+        if sampler is not None:
+            sampler.offer(body.domain, body.prompt)
         try:
             out = await generate.run(lambda: generator.generate(
                 body.prompt, body.domain, body.max_tokens, temperature=body.temperature, top_k=body.top_k,
@@ -118,6 +123,16 @@ def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = 
             field = {"max_new_tokens": "max_tokens", "input_ids": "prompt"}.get(field, field)
             raise _Invalid(field, message or str(exc), ("body", field)) from None
         return GenerateOut(**out)
+
+    @app.get("/v1/sample", dependencies=[Depends(authorize)], response_class=PlainTextResponse,
+             responses={**ERRORS, 200: {"content": {NDJSON: {}}}}, summary="The live prompt sample")
+    def get_sample() -> PlainTextResponse:
+        """The prompts kept per domain (``sample_prompts``) as JSON lines, the file `specwatch guard --prompts`
+        reads. Needs the token when one is configured (the sample holds users' prompts); 404 when sampling is
+        off."""
+        if sampler is None:
+            raise _NotFound("sampling is off: set sample_prompts (prompts kept per domain)")
+        return PlainTextResponse(sampler.lines(), media_type=NDJSON)
 
     @app.get("/v1/alerts", response_model=AlertsOut, responses=ERRORS, summary="Alerts")
     def get_alerts(state: Literal["firing", "resolved", "all"] = "firing") -> AlertsOut:
@@ -158,6 +173,10 @@ class _Unauthorized(Exception):
     pass
 
 
+class _NotFound(Exception):
+    pass
+
+
 class _Invalid(Exception):
     def __init__(self, field: str, message: str, loc: tuple):
         self.field, self.message, self.loc = field, message, loc
@@ -186,6 +205,10 @@ def _handlers(app: FastAPI) -> None:
     @app.exception_handler(_Unauthorized)
     async def unauthorized(_: Request, __: _Unauthorized) -> JSONResponse:
         return _problem(401, MESSAGE, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(_NotFound)
+    async def not_found(_: Request, exc: _NotFound) -> JSONResponse:
+        return _problem(404, str(exc))
 
     @app.exception_handler(BadJSON)
     async def bad_json(_: Request, exc: BadJSON) -> JSONResponse:

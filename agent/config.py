@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from agent.prompt_sampler import PromptSampler, SamplerConfig
 from agent.ring_layout import check_name
 from common import settings
 from storage.config import StoreConfig
@@ -57,6 +58,9 @@ class SidecarConfig:
       step history is kept (7 days, 30 days, 400 days, 5 years). The prune job of every sidecar on a shared
       database applies its own to every pod's rows: give a fleet's sidecars the same values. A fleet keeps
       10-second windows for hours, not days (docs/fleet.md: they are most of its bytes).
+    - ``sample_prompts``: prompts kept per domain, a uniform sample of the traffic (0: none, the default);
+      `GET /v1/sample` (`/specwatch/sample` on the proxy) gives them as the JSON lines `specwatch guard
+      --prompts` reads. They are users' prompts, held in memory only: set a token, which that route needs.
     - ``fleet_seconds``: how often this pod is compared with its peers in the shared history (FleetOutlier;
       with a database of one pod it finds nothing to compare).
     - ``idempotency_entries``: Idempotency-Key answers remembered (each for 10 minutes; least recently
@@ -103,6 +107,7 @@ class SidecarConfig:
     domain_idle_seconds: float = 3600.0
     domains_seconds: float = 30.0
     fleet_seconds: float = 300.0
+    sample_prompts: int = 0
     retain_windows: int = StoreConfig.retain_windows
     retain_minutes: int = StoreConfig.retain_minutes
     retain_hours: int = StoreConfig.retain_hours
@@ -130,6 +135,7 @@ class SidecarConfig:
         _int("generate_queue", self.generate_queue, 0, 1 << 20)
         _int("max_connections", self.max_connections, 1, 1 << 20)
         _int("idempotency_entries", self.idempotency_entries, 1, 1 << 24)
+        _int("sample_prompts", self.sample_prompts, 0, 100_000)
         for name in RETAIN:
             _int(name, getattr(self, name), 1, 1 << 40)
         shortest = StoreConfig.late_seconds + 3600
@@ -177,6 +183,10 @@ class SidecarConfig:
     @property
     def models_configured(self) -> bool:
         return self.kit is not None or self.target_dir is not None
+
+    def sampler(self) -> PromptSampler | None:
+        """The live prompt sample ``sample_prompts`` asks for (None: off)."""
+        return PromptSampler(SamplerConfig(cap=self.sample_prompts)) if self.sample_prompts else None
 
     def store_config(self, kmax: int | None = None) -> StoreConfig:
         """The store's limits and retention for this sidecar (``kmax``: instead of the policy's)."""

@@ -5,14 +5,20 @@ Nothing is kept unless sampling was switched on. Per domain, a seeded reservoir 
 most ``cap`` items keeps a uniform sample of everything offered since the last ``reset``; memory is bounded
 by ``cap`` x domains x the longest item. An item is the prompt's token ids followed by the target's output:
 data on the path the target actually takes, as DistillSpec (arXiv 2310.08461) recommends, without
-re-generating it.
+re-generating it; or a prompt's text, as `specwatch serve` and `specwatch proxy` keep it for `specwatch
+guard` (``sample_prompts``), which lets the new target continue each prompt itself. ``lines`` writes the
+sample in the JSON lines `specwatch guard --prompts` reads.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from dataclasses import dataclass
+
+Item = list[int] | str
+NDJSON = "application/x-ndjson"
 
 
 @dataclass(frozen=True)
@@ -20,11 +26,12 @@ class SamplerConfig:
     rate: float = 1.0  # share of offered requests considered at all
     cap: int = 64  # per domain
     max_tokens: int = 4096  # per item: longer prompts keep their tail
+    max_chars: int = 16_384  # per text item: longer prompts keep their tail
 
     def __post_init__(self) -> None:
         if not isinstance(self.rate, (int, float)) or not 0.0 < self.rate <= 1.0:
             raise ValueError(f"rate: must be in (0, 1], got {self.rate!r}")
-        for name in ("cap", "max_tokens"):
+        for name in ("cap", "max_tokens", "max_chars"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name}: must be a positive integer, got {value!r}")
@@ -37,11 +44,12 @@ class PromptSampler:
         self.config = config or SamplerConfig()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._kept: dict[str, list[list[int]]] = {}
+        self._kept: dict[str, list[Item]] = {}
         self._seen: dict[str, int] = {}
 
-    def offer(self, domain: str, prompt: list[int], output: list[int] = ()) -> bool:
-        """Consider one request; True if it is (for now) in the sample."""
+    def offer(self, domain: str, prompt: Item, output: list[int] = ()) -> bool:
+        """Consider one request (``prompt``: token ids, then ``output``'s; or text); True if it is (for now)
+        in the sample."""
         cfg = self.config
         with self._lock:
             if self._rng.random() >= cfg.rate:
@@ -49,20 +57,28 @@ class PromptSampler:
             seen = self._seen[domain] = self._seen.get(domain, 0) + 1
             kept = self._kept.setdefault(domain, [])
             if len(kept) < cfg.cap:
-                kept.append(_item(prompt, output, cfg.max_tokens))
+                kept.append(_item(prompt, output, cfg))
                 return True
             slot = self._rng.randrange(seen)
             if slot < cfg.cap:
-                kept[slot] = _item(prompt, output, cfg.max_tokens)
+                kept[slot] = _item(prompt, output, cfg)
                 return True
             return False
 
-    def sample(self, domain: str | None = None) -> list[list[int]]:
+    def sample(self, domain: str | None = None) -> list[Item]:
         """The items kept for ``domain`` (every domain's when None)."""
         with self._lock:
             if domain is not None:
-                return [list(x) for x in self._kept.get(domain, [])]
-            return [list(x) for items in self._kept.values() for x in items]
+                return [_copy(x) for x in self._kept.get(domain, [])]
+            return [_copy(x) for items in self._kept.values() for x in items]
+
+    def lines(self) -> str:
+        """The sample as JSON lines, one ``{"domain", "text"}`` or ``{"domain", "ids"}`` per item, domains in
+        order: what `specwatch guard --prompts` reads."""
+        with self._lock:
+            kept = [(d, _copy(x)) for d in sorted(self._kept) for x in self._kept[d]]
+        return "".join(json.dumps({"domain": d, "text" if isinstance(x, str) else "ids": x}, ensure_ascii=False)
+                       + "\n" for d, x in kept)
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """Per domain: (kept, offered and considered)."""
@@ -75,6 +91,13 @@ class PromptSampler:
             self._seen.clear()
 
 
-def _item(prompt: list[int], output: list[int], max_tokens: int) -> list[int]:
-    """What is kept of a request: its last ``max_tokens`` tokens, prompt then output."""
-    return (list(prompt) + list(output))[-max_tokens:]
+def _item(prompt: Item, output: list[int], config: SamplerConfig) -> Item:
+    """What is kept of a request: its last ``max_tokens`` tokens, prompt then output; or its text's last
+    ``max_chars`` characters."""
+    if isinstance(prompt, str):
+        return prompt[-config.max_chars:]
+    return (list(prompt) + list(output))[-config.max_tokens:]
+
+
+def _copy(item: Item) -> Item:
+    return item if isinstance(item, str) else list(item)

@@ -95,8 +95,16 @@ def build(config: SidecarConfig, *, background: bool = True) -> Runtime:
                     generate_queue=config.generate_queue, idempotency_entries=config.idempotency_entries)
     app = create_app(sidecar, token=config.token, body_limit=config.body_limit, generator=gen,
                      models_configured=config.models_configured, max_new_tokens=config.max_new_tokens, ring=ring,
-                     auth=config.auth, limits=limits)
+                     auth=config.auth, limits=limits, sampler=_sampler(config))
     return Runtime(config, sidecar, jobs, gen, app, warmed, ring)
+
+
+def _sampler(config: SidecarConfig):
+    sampler = config.sampler()
+    if sampler is not None and config.token is None:
+        log.warning("sample_prompts is on without a token: GET /v1/sample gives users' prompts to anyone who "
+                    "reaches this port")
+    return sampler
 
 
 def remember_secrets(config: SidecarConfig) -> None:

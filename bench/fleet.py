@@ -15,7 +15,8 @@
 
 Goals: flush p99 <= 1 s at N = 1000, in real time (dilation <= 1.05: the flushes of a simulated second
 took no longer than a second); each stats <= 1 s; storage <= 5 MB per pod-day (the growth of the tier
-tables, dead row versions included, scaled to one pod's day). The server's CPU is measured for all its
+tables scaled to one pod's day, live: after VACUUM FULL of them; the growth with dead row versions is
+reported beside it). The server's CPU is measured for all its
 processes: run nothing else against it meanwhile. Not a test: prints a table and writes bench/results/fleet.json.
 
     python bench/fleet.py [--pods 10,100,1000] [--seconds 60] [--workers 4] [--history-pods 1000]

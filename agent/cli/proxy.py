@@ -35,12 +35,15 @@ def proxy(
     connect_timeout: Annotated[float, typer.Option(help="Seconds to connect to a pool (then 502).")] = 5.0,
     hash_models: Annotated[bool, typer.Option(
         help="Version a GGUF the proxy can read by a sha256 of its content (else name and size).")] = True,
+    sample_prompts: Annotated[Optional[int], typer.Option(
+        help="Keep this many prompts per domain (a uniform sample of the traffic, in memory) for GET "
+             "/specwatch/sample, the file `specwatch guard --prompts` reads; default 0: none.")] = None,
 ) -> None:
     """Route each request's domain to a pool, record the engine's per-request speculation figures
     (llama.cpp timings) and learn per domain which pool's draft length pays.
 
     Domain: the X-Specwatch-Domain header, else the first matching --domain-rule, else "default". The proxy
-    answers /health and /specwatch/{metrics,alerts,decision,pools}; every other path goes to the engine.
+    answers /health and /specwatch/{metrics,alerts,decision,pools,sample}; every other path goes to the engine.
     SIGTERM or Ctrl-C: stop taking requests, flush every record, persist alerts, exit 0.
     """
     from agent import config as cfg
@@ -63,7 +66,8 @@ def proxy(
         names = {u.name for u in upstreams}
         chosen = policy or ("pool-model+switch" if "off" in names and len(names) > 1 else "pool-model")
         kmax = max([8] + [u.lookahead for u in upstreams])
-        sidecar = cfg.load(None, {"db": db, "pod": pod, "policy": chosen, "kmax": kmax})
+        sidecar = cfg.load(None, {"db": db, "pod": pod, "policy": chosen, "kmax": kmax,
+                                  "sample_prompts": sample_prompts})
         options = ProxyConfig(upstreams, rules, host=host, port=port, sidecar=sidecar,
                               health_seconds=health_seconds, connect_seconds=connect_timeout,
                               read_seconds=read_timeout, hash_models=hash_models)

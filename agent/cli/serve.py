@@ -35,6 +35,9 @@ def serve(
     auth: Annotated[Optional[str], typer.Option(
         help="Which routes need the token: ingest (POST routes; the default) or all (every route but "
              "/healthz and /readyz; needs a token).")] = None,
+    sample_prompts: Annotated[Optional[int], typer.Option(
+        help="Keep this many prompts per domain of POST /v1/generate (a uniform sample, in memory) for GET "
+             "/v1/sample, the file `specwatch guard --prompts` reads; default 0: none.")] = None,
 ) -> None:
     """Serve POST /v1/steps, GET /v1/decision, POST /v1/generate, GET /v1/alerts, /metrics, /healthz and
     /readyz (OpenAPI at /openapi.json).
@@ -53,7 +56,7 @@ def serve(
         logging.getLogger(noisy).setLevel(logging.WARNING)
     flags = {"host": host, "port": port, "db": db, "policy": policy, "pod": pod, "kit": kit,
              "target_dir": target_dir, "draft_dir": draft_dir, "ring": ring,
-             "auth": auth}
+             "auth": auth, "sample_prompts": sample_prompts}
     try:
         options = cfg.load(config, flags)
         runtime = build(options)

@@ -32,10 +32,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route as Path
 from yarl import URL
 
+from agent.auth import MESSAGE, token_ok
+from agent.prompt_sampler import NDJSON
 from agent.proxy import asgi, domains
 from agent.proxy.config import ProxyConfig
 from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pool, Pools
+from agent.proxy.prompts import prompt_text
 from agent.proxy.route import NoPool, Router
 from agent.proxy.timings import Served, SSETimings, aggregate, body_timings
 from agent.sidecar import Sidecar
@@ -53,7 +56,8 @@ _DOMAIN = domains.HEADER.encode()
 METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"))
 NOT_FORWARDED = PlainTextResponse("Method Not Allowed", status_code=405,
                                   headers={"Allow": ", ".join(sorted(METHODS))})
-OWN = frozenset(("/health", "/specwatch/decision", "/specwatch/pools", "/specwatch/alerts", "/specwatch/metrics"))
+OWN = frozenset(("/health", "/specwatch/decision", "/specwatch/pools", "/specwatch/alerts", "/specwatch/metrics",
+                 "/specwatch/sample"))
 # aiohttp adds these unless told not to; the engine gets the client's own (as it would directly).
 NOT_ADDED = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 # Kept-alive upstream connections are dropped after this idle time: under llama.cpp's (and uvicorn's) 5 s, so
@@ -68,6 +72,7 @@ class Proxy:
         self.config, self.sidecar, self.pools, self.metrics = config, sidecar, pools, metrics
         self.router = Router(sidecar, pools)
         self._rules_read_body = any(rule.kind != "path" for rule in config.rules)
+        self.sampler = config.sidecar.sampler()  # None unless sample_prompts is set
         pools.on_change = self._pools_changed
         self.client: aiohttp.ClientSession | None = None
         self._checks: asyncio.Task | None = None
@@ -120,6 +125,10 @@ class Proxy:
                 parsed = _json(body) if header is None and self._rules_read_body else None
                 domain = domains.resolve(header, path, parsed, self.config.rules)
                 pool = self.router.choose(domain).pool
+                if self.sampler is not None:
+                    text = prompt_text(path, parsed if parsed is not None else _json(body))
+                    if text is not None:
+                        self.sampler.offer(domain, text)
             else:
                 domain, pool = None, self._any_pool()
         except domains.DomainError as exc:
@@ -284,6 +293,17 @@ class Proxy:
     async def prometheus(self, _: Request) -> Response:
         return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    async def sample(self, request: Request) -> Response:
+        """The live prompt sample as JSON lines for `specwatch guard --prompts`; the token when one is set."""
+        token = self.config.sidecar.token
+        if token is not None and not token_ok(request.headers.get("authorization"), token):
+            return JSONResponse(_error(401, "unauthorized", MESSAGE, None), status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})
+        if self.sampler is None:
+            return JSONResponse(_error(404, "sampling_off", "sampling is off: set sample_prompts (prompts "
+                                                            "kept per domain)", None), status_code=404)
+        return Response(self.sampler.lines(), media_type=NDJSON)
+
 
 class App:
     """The ASGI app: forwarded requests go straight to ``Proxy.forward``; the proxy's own routes and the
@@ -305,6 +325,7 @@ class App:
             Path("/specwatch/pools", proxy.pool_list, methods=["GET"]),
             Path("/specwatch/alerts", proxy.alerts, methods=["GET"]),
             Path("/specwatch/metrics", proxy.prometheus, methods=["GET"]),
+            Path("/specwatch/sample", proxy.sample, methods=["GET"]),
         ], lifespan=lifespan)
 
     async def __call__(self, scope: dict, receive: asgi.Receive, send: asgi.Send) -> None:

@@ -118,3 +118,13 @@ def test_sampler_rejects_bad_values():
         SamplerConfig(cap=0)
     with pytest.raises(ValueError, match="rate"):
         SamplerConfig(rate=0.0)
+
+
+def test_text_prompts_keep_their_tail_and_come_out_as_guard_lines():
+    import json as _json
+
+    sampler = PromptSampler(SamplerConfig(cap=2, max_chars=5), seed=0)
+    sampler.offer("prose", "abcdefgh")
+    sampler.offer("code", [1, 2, 3], [4])
+    lines = [_json.loads(line) for line in sampler.lines().splitlines()]
+    assert lines == [{"domain": "code", "ids": [1, 2, 3, 4]}, {"domain": "prose", "text": "defgh"}]

@@ -79,3 +79,30 @@ def test_bad_generation_arguments_are_named(tmp_path, models):
 def test_start_up_checks_name_the_missing_model(tmp_path):
     with pytest.raises(generator.ModelsUnavailable, match="target_dir: .* is not a model folder"):
         generator.check(SidecarConfig(target_dir=str(tmp_path), draft_dir=str(tmp_path)))
+
+
+def test_generated_prompts_are_sampled_for_the_guard(tmp_path, models):
+    # sample_prompts keeps POST /v1/generate's prompts; GET /v1/sample gives them as the JSON lines
+    # `specwatch guard --prompts` reads, behind the token; without sampling it says how to turn it on.
+    from agent.guard.sample import load_sample
+    from agent.prompt_sampler import PromptSampler, SamplerConfig
+
+    store = open_store(tmp_path, time.time)
+    sidecar = Sidecar(store, make("fixed:2", kmax=4, seed=0))
+    gen = generator.Generator(sidecar, models)
+    token = "t" * 24
+    client = TestClient(create_app(sidecar, generator=gen, models_configured=True, token=token,
+                                   sampler=PromptSampler(SamplerConfig(cap=4), seed=0)))
+    for domain, prompt in (("code", "def main():"), ("prose", "Once upon"), ("code", "import os")):
+        assert client.post("/v1/generate", json={"prompt": prompt, "domain": domain, "max_tokens": 4},
+                           headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert client.get("/v1/sample").status_code == 401
+    answer = client.get("/v1/sample", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/x-ndjson")
+    path = tmp_path / "sample.jsonl"
+    path.write_text(answer.text)
+    assert load_sample(path, lambda text: list(text.encode())) == {
+        "code": [list(b"def main():"), list(b"import os")], "prose": [list(b"Once upon")]}
+    off = TestClient(create_app(sidecar, generator=gen, models_configured=True))
+    assert off.get("/v1/sample").status_code == 404 and "sample_prompts" in off.get("/v1/sample").json()["message"]
+    store.db.dispose()

@@ -29,9 +29,9 @@ def proxy(tmp_path):
     ``runtime.sidecar.flush()``. No scheduler runs (tests flush themselves)."""
     with contextlib.ExitStack() as stack:
         def make(pools: dict[str, str], policy: str = "pool-ucb", drafts: dict[str, str] | None = None,
-                 max_domains: int = 32, **options):
+                 max_domains: int = 32, sidecar_options: dict | None = None, **options):
             sidecar = SidecarConfig(db=f"sqlite:///{tmp_path / 'proxy.db'}", pod="test", policy=policy, seed=1,
-                                    max_domains=max_domains)
+                                    max_domains=max_domains, **(sidecar_options or {}))
             upstreams = tuple(Upstream(name, url, (drafts or {}).get(name)) for name, url in pools.items())
             options = {"health_seconds": 0.2, "connect_seconds": 1.0, "read_seconds": 5.0, **options}
             runtime = build(ProxyConfig(upstreams, sidecar=sidecar, port=0, **options))

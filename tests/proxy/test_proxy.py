@@ -140,3 +140,32 @@ def test_client_disconnect_cancels_the_upstream_request(engines, proxy):
         next(s.iter_raw())
     wait_for(lambda: engine.disconnected == 1)
     assert engine.finished == 0 and runtime.taken == []
+
+
+def test_sampled_prompts_are_what_the_guard_reads(engines, proxy, tmp_path):
+    from agent.guard.sample import load_sample
+
+    token = "s" * 24
+    url, _ = proxy({"k4": engines(FakeEngine(lookahead=4, accepted=2))},
+                   sidecar_options={"sample_prompts": 8, "token": token})
+    for path, body, domain in (
+            ("/v1/completions", {"prompt": "def f():", "max_tokens": 4}, "code"),
+            ("/v1/chat/completions", {"messages": [{"role": "system", "content": "Be brief."},
+                                                   {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                                      "max_tokens": 4}, "chat"),
+            ("/completion", {"prompt": [17, 42], "max_tokens": 4}, "code"),  # token ids: not sampled
+            ("/completion", {"prompt": "SELECT", "max_tokens": 4}, "sql")):
+        assert httpx.post(url + path, json=body, headers={"X-Specwatch-Domain": domain}).status_code == 200
+    assert httpx.get(f"{url}/specwatch/sample").status_code == 401
+    answer = httpx.get(f"{url}/specwatch/sample", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/x-ndjson")
+    path = tmp_path / "sample.jsonl"
+    path.write_text(answer.text)
+    assert load_sample(path, lambda text: list(text.encode())) == {
+        "chat": [list(b"Be brief.\nHi")], "code": [list(b"def f():")], "sql": [list(b"SELECT")]}
+
+
+def test_without_sampling_the_sample_route_says_how_to_turn_it_on(engines, proxy):
+    url, _ = proxy({"off": engines(FakeEngine())})
+    answer = httpx.get(f"{url}/specwatch/sample")
+    assert answer.status_code == 404 and "sample_prompts" in answer.json()["error"]["message"]
