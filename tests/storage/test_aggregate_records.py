@@ -69,3 +69,17 @@ def test_aggregates_survive_the_rollup_to_minutes_and_hours(store):
     store.rollup(T0 + 2 * 3600)
     [row] = store.stats(StatsQuery(by=("domain",), since=T0, until=T0 + 2 * 3600)).rows
     assert (row["steps"], row["drafted"], row["accepted"]) == (40, 160, 88)
+
+
+def test_position_may_come_first_among_the_groups(store):
+    store.write_records([step("code", 4, a, T0 + i) for i, a in enumerate((0, 2, 4))]
+                        + [step("code", 2, a, T0 + 3 + i) for i, a in enumerate((1, 2))])
+    store.flush(T0 + 60)
+
+    def grouped(by):
+        return {tuple(r[d] for d in ("lookahead", "position")): (r["reached"], r["accepted"])
+                for r in store.stats(StatsQuery(by=by, tier="window", until=T0 + 3600)).rows}
+
+    first, last = grouped(("position", "lookahead")), grouped(("lookahead", "position"))
+    assert first == last == {(4, 1): (3, 2), (4, 2): (2, 2), (4, 3): (2, 1), (4, 4): (1, 1),
+                             (2, 1): (2, 2), (2, 2): (2, 1)}
