@@ -7,6 +7,10 @@ NULL as one bit). Position i was reached ``at_least_{i-1}`` times and accepted `
 is what the per-position rows held. Positions above 32 (a store configured with kmax over 32) are not
 carried over: the store now takes K up to 32.
 
+Every tier row is rewritten once. On PostgreSQL that is one join per tier with its positions pivoted:
+400 000 window rows with 800 000 position rows took 4.1 s on a 2-core machine, against 12.7 s with a
+lookup per row and column (what SQLite does, where UPDATE ... FROM needs 3.33).
+
 Revision ID: 0005
 Revises: 0004
 """
@@ -31,19 +35,43 @@ def upgrade() -> None:
     for table, positions in TIERS:
         for name in AT_LEAST:
             op.add_column(table, sa.Column(name, COUNT, nullable=True))
-
-        def position(i: int, column: str) -> str:
-            return (f"(SELECT p.{column} FROM {positions} p WHERE p.bucket_start = {table}.bucket_start "
-                    f"AND p.series_id = {table}.series_id AND p.position = {i})")
-
-        k = f"(SELECT s.lookahead FROM series s WHERE s.id = {table}.series_id)"
-        # at_least_0 is position 1's reached; at_least_i position i's accepted. A position with no row was
+        # at_least_0 is position 1's reached, at_least_i position i's accepted. A position with no row was
         # not reached: 0 up to the series' K, NULL above it.
-        sets = [f"at_least_0 = CASE WHEN {k} > 0 THEN COALESCE({position(1, 'reached')}, 0) END"]
-        sets += [f"at_least_{i} = CASE WHEN {k} >= {i} THEN COALESCE({position(i, 'accepted')}, 0) END"
-                 for i in range(1, POSITIONS + 1)]
-        conn.execute(sa.text(f"UPDATE {table} SET {', '.join(sets)}"))
+        if conn.dialect.name == "postgresql":
+            _fill_joined(conn, table, positions)
+        else:
+            _fill_correlated(conn, table, positions)
         op.drop_table(positions)
+
+
+def _new_value(i: int, k: str, value: str) -> str:
+    return f"CASE WHEN {k} >= {max(i, 1)} THEN COALESCE({value}, 0) END"
+
+
+def _fill_joined(conn, table: str, positions: str) -> None:
+    """One pass (PostgreSQL): every row's new values from a join with its positions pivoted, since a fleet's
+    tables hold millions of rows and a lookup per row and column would take hours."""
+    pivot = ", ".join([f"max(CASE WHEN position = 1 THEN reached END) AS p0"]
+                      + [f"max(CASE WHEN position = {i} THEN accepted END) AS p{i}" for i in range(1, POSITIONS + 1)])
+    values = ", ".join(_new_value(i, "s.lookahead", f"p.p{i}") + f" AS v{i}" for i in range(POSITIONS + 1))
+    conn.execute(sa.text(
+        f"UPDATE {table} t SET ({', '.join(AT_LEAST)}) = ({', '.join(f'v.v{i}' for i in range(POSITIONS + 1))}) "
+        f"FROM (SELECT w.bucket_start, w.series_id, {values} FROM {table} w JOIN series s ON s.id = w.series_id "
+        f"LEFT JOIN (SELECT bucket_start, series_id, {pivot} FROM {positions} GROUP BY bucket_start, series_id) p "
+        f"ON p.bucket_start = w.bucket_start AND p.series_id = w.series_id) v "
+        f"WHERE v.bucket_start = t.bucket_start AND v.series_id = t.series_id"))
+
+
+def _fill_correlated(conn, table: str, positions: str) -> None:
+    """SQLite (one process's history; UPDATE ... FROM needs SQLite 3.33): a primary-key lookup per value."""
+    def position(i: int, column: str) -> str:
+        return (f"(SELECT p.{column} FROM {positions} p WHERE p.bucket_start = {table}.bucket_start "
+                f"AND p.series_id = {table}.series_id AND p.position = {i})")
+
+    k = f"(SELECT s.lookahead FROM series s WHERE s.id = {table}.series_id)"
+    sets = [f"at_least_0 = {_new_value(0, k, position(1, 'reached'))}"]
+    sets += [f"at_least_{i} = {_new_value(i, k, position(i, 'accepted'))}" for i in range(1, POSITIONS + 1)]
+    conn.execute(sa.text(f"UPDATE {table} SET {', '.join(sets)}"))
 
 
 def downgrade() -> None:
