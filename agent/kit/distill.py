@@ -27,7 +27,10 @@ def read_prompts(path: str | Path) -> list[str]:
     text = Path(path).read_text(encoding="utf-8")
     try:
         data = json.loads(text)
-        rows = data if isinstance(data, list) else [p for group in data.values() for p in group]
+        if isinstance(data, dict) and {"prompt", "text"} & data.keys():
+            rows = [data]  # JSON lines of one line (a live prompt sample of one prompt)
+        else:
+            rows = data if isinstance(data, list) else [p for group in data.values() for p in group]
     except json.JSONDecodeError:
         rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     prompts = [row if isinstance(row, str) else row.get("prompt", row.get("text")) for row in rows]

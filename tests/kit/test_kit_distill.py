@@ -15,6 +15,9 @@ def test_read_prompts_formats(tmp_path):
     assert read_prompts(tmp_path / "a.json") == ["x", "y"]
     assert read_prompts(tmp_path / "b.json") == ["x", "y"]
     assert read_prompts(tmp_path / "c.jsonl") == ["x", "y", "z"]
+    # the sidecar's live sample (GET /v1/sample), also when it holds a single prompt
+    (tmp_path / "d.jsonl").write_text('{"domain": "code", "text": "def f():"}\n')
+    assert read_prompts(tmp_path / "d.jsonl") == ["def f():"]
 
 
 def test_distill_refreshes_the_draft(kit_home, tmp_path):
