@@ -28,7 +28,7 @@ from agent.api_models import AlertOut, AlertsOut, DecisionOut, GenerateIn, Gener
 from agent.auth import MESSAGE, TokenGate, bearer_of, token_ok
 from agent.generator import Generator, ModelsUnavailable
 from agent.limits import Busy, GenerateGate, IngestGate, Limits, Refusals
-from agent.prompt_sampler import NDJSON, PromptSampler
+from agent.prompt_sampler import NDJSON, OFF, PromptSampler
 from agent.readiness import Readiness
 from agent.sidecar import Sidecar
 from agent.strict_json import BadJSON, StrictJSONRoute
@@ -131,7 +131,7 @@ def create_app(sidecar: Sidecar, *, token: str | None = None, body_limit: int = 
         reads. Needs the token when one is configured (the sample holds users' prompts); 404 when sampling is
         off."""
         if sampler is None:
-            raise _NotFound("sampling is off: set sample_prompts (prompts kept per domain)")
+            raise _NotFound(OFF)
         return PlainTextResponse(sampler.lines(), media_type=NDJSON)
 
     @app.get("/v1/alerts", response_model=AlertsOut, responses=ERRORS, summary="Alerts")

@@ -10,7 +10,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from agent.prompt_sampler import PromptSampler, SamplerConfig
 from agent.ring_layout import check_name
 from common import settings
 from storage.config import StoreConfig
@@ -183,10 +182,6 @@ class SidecarConfig:
     @property
     def models_configured(self) -> bool:
         return self.kit is not None or self.target_dir is not None
-
-    def sampler(self) -> PromptSampler | None:
-        """The live prompt sample ``sample_prompts`` asks for (None: off)."""
-        return PromptSampler(SamplerConfig(cap=self.sample_prompts)) if self.sample_prompts else None
 
     def store_config(self, kmax: int | None = None) -> StoreConfig:
         """The store's limits and retention for this sidecar (``kmax``: instead of the policy's)."""

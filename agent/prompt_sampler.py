@@ -13,12 +13,16 @@ sample in the JSON lines `specwatch guard --prompts` reads.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 Item = list[int] | str
 NDJSON = "application/x-ndjson"
+OFF = "sampling is off: set sample_prompts (prompts kept per domain)"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,23 +51,27 @@ class PromptSampler:
         self._kept: dict[str, list[Item]] = {}
         self._seen: dict[str, int] = {}
 
-    def offer(self, domain: str, prompt: Item, output: list[int] = ()) -> bool:
+    def offer(self, domain: str, prompt: Item | Callable[[], Item | None], output: list[int] = ()) -> bool:
         """Consider one request (``prompt``: token ids, then ``output``'s; or text); True if it is (for now)
-        in the sample."""
+        in the sample. ``prompt`` may be a function giving it (None: nothing to keep), called only when the
+        request takes a place: the proxy parses a request body only for the few the sample keeps."""
         cfg = self.config
         with self._lock:
             if self._rng.random() >= cfg.rate:
                 return False
             seen = self._seen[domain] = self._seen.get(domain, 0) + 1
             kept = self._kept.setdefault(domain, [])
-            if len(kept) < cfg.cap:
-                kept.append(_item(prompt, output, cfg))
-                return True
-            slot = self._rng.randrange(seen)
-            if slot < cfg.cap:
-                kept[slot] = _item(prompt, output, cfg)
-                return True
-            return False
+            slot = len(kept) if len(kept) < cfg.cap else self._rng.randrange(seen)
+            if slot >= cfg.cap:
+                return False
+            item = prompt() if callable(prompt) else prompt
+            if item is None:
+                return False
+            if slot == len(kept):
+                kept.append(_item(item, output, cfg))
+            else:
+                kept[slot] = _item(item, output, cfg)
+            return True
 
     def sample(self, domain: str | None = None) -> list[Item]:
         """The items kept for ``domain`` (every domain's when None)."""
@@ -101,3 +109,15 @@ def _item(prompt: Item, output: list[int], config: SamplerConfig) -> Item:
 
 def _copy(item: Item) -> Item:
     return item if isinstance(item, str) else list(item)
+
+
+def live_sample(cap: int, token: str | None, route: str) -> PromptSampler | None:
+    """The sample of live prompts a sidecar or proxy keeps for ``route`` (``sample_prompts``: ``cap`` per
+    domain; 0: none). Users' prompts: without a token anyone who reaches the port can read them, which is
+    said at start."""
+    if not cap:
+        return None
+    if token is None:
+        log.warning("sample_prompts is on without a token: GET %s gives users' prompts to anyone who reaches "
+                    "this port", route)
+    return PromptSampler(SamplerConfig(cap=cap))

@@ -25,6 +25,7 @@ from agent.config import SidecarConfig
 from agent.http_timeouts import timed_h11
 from agent.jobs import Intervals, Jobs
 from agent.limits import Limits
+from agent.prompt_sampler import live_sample
 from agent.ring_reader import RingCollector, RingReader
 from agent.sidecar import Sidecar
 from agent.store_metrics import StoreCollector
@@ -95,16 +96,9 @@ def build(config: SidecarConfig, *, background: bool = True) -> Runtime:
                     generate_queue=config.generate_queue, idempotency_entries=config.idempotency_entries)
     app = create_app(sidecar, token=config.token, body_limit=config.body_limit, generator=gen,
                      models_configured=config.models_configured, max_new_tokens=config.max_new_tokens, ring=ring,
-                     auth=config.auth, limits=limits, sampler=_sampler(config))
+                     auth=config.auth, limits=limits,
+                     sampler=live_sample(config.sample_prompts, config.token, "/v1/sample"))
     return Runtime(config, sidecar, jobs, gen, app, warmed, ring)
-
-
-def _sampler(config: SidecarConfig):
-    sampler = config.sampler()
-    if sampler is not None and config.token is None:
-        log.warning("sample_prompts is on without a token: GET /v1/sample gives users' prompts to anyone who "
-                    "reaches this port")
-    return sampler
 
 
 def remember_secrets(config: SidecarConfig) -> None:

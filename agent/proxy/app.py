@@ -33,7 +33,7 @@ from starlette.routing import Route as Path
 from yarl import URL
 
 from agent.auth import MESSAGE, token_ok
-from agent.prompt_sampler import NDJSON
+from agent.prompt_sampler import NDJSON, OFF, live_sample
 from agent.proxy import asgi, domains
 from agent.proxy.config import ProxyConfig
 from agent.proxy.metrics import ProxyMetrics
@@ -72,7 +72,7 @@ class Proxy:
         self.config, self.sidecar, self.pools, self.metrics = config, sidecar, pools, metrics
         self.router = Router(sidecar, pools)
         self._rules_read_body = any(rule.kind != "path" for rule in config.rules)
-        self.sampler = config.sidecar.sampler()  # None unless sample_prompts is set
+        self.sampler = live_sample(config.sidecar.sample_prompts, config.sidecar.token, "/specwatch/sample")
         pools.on_change = self._pools_changed
         self.client: aiohttp.ClientSession | None = None
         self._checks: asyncio.Task | None = None
@@ -125,10 +125,8 @@ class Proxy:
                 parsed = _json(body) if header is None and self._rules_read_body else None
                 domain = domains.resolve(header, path, parsed, self.config.rules)
                 pool = self.router.choose(domain).pool
-                if self.sampler is not None:
-                    text = prompt_text(path, parsed if parsed is not None else _json(body))
-                    if text is not None:
-                        self.sampler.offer(domain, text)
+                if self.sampler is not None:  # the body is parsed only if the sample keeps this request
+                    self.sampler.offer(domain, lambda: prompt_text(path, parsed if parsed is not None else _json(body)))
             else:
                 domain, pool = None, self._any_pool()
         except domains.DomainError as exc:
@@ -300,8 +298,7 @@ class Proxy:
             return JSONResponse(_error(401, "unauthorized", MESSAGE, None), status_code=401,
                                 headers={"WWW-Authenticate": "Bearer"})
         if self.sampler is None:
-            return JSONResponse(_error(404, "sampling_off", "sampling is off: set sample_prompts (prompts "
-                                                            "kept per domain)", None), status_code=404)
+            return JSONResponse(_error(404, "sampling_off", OFF, None), status_code=404)
         return Response(self.sampler.lines(), media_type=NDJSON)
 
 

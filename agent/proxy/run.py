@@ -68,9 +68,6 @@ def build(config: ProxyConfig) -> ProxyRuntime:
     registry = metrics.registry if metrics is not None else None
     if registry is not None:
         registry.register(StoreCollector(store))
-    if sc.sample_prompts and sc.token is None:
-        log.warning("sample_prompts is on without a token: GET /specwatch/sample gives users' prompts to anyone "
-                    "who reaches this port")
     pools = Pools(config.upstreams, FileVersions(config.hash_models), timeout=min(2.0, config.connect_seconds))
     proxy = Proxy(config, sidecar, pools, ProxyMetrics(registry))
     return ProxyRuntime(config, sidecar, jobs, proxy, create_app(proxy))

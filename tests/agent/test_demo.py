@@ -128,3 +128,17 @@ def test_text_prompts_keep_their_tail_and_come_out_as_guard_lines():
     sampler.offer("code", [1, 2, 3], [4])
     lines = [_json.loads(line) for line in sampler.lines().splitlines()]
     assert lines == [{"domain": "code", "ids": [1, 2, 3, 4]}, {"domain": "prose", "text": "defgh"}]
+
+
+def test_a_prompt_given_as_a_function_is_made_only_for_the_requests_kept():
+    sampler, made = PromptSampler(SamplerConfig(cap=2), seed=0), []
+
+    def prompt(i):
+        made.append(i)
+        return f"p{i}"
+
+    assert not sampler.offer("code", lambda: None)  # nothing to keep: no place taken
+    for i in range(1000):
+        sampler.offer("code", lambda i=i: prompt(i))
+    assert len(sampler.sample("code")) == 2 and set(sampler.sample("code")) <= {f"p{i}" for i in made}
+    assert len(made) < 50  # about 2 + 2 ln(500): the reservoir's replacements, not the 1000 offers
