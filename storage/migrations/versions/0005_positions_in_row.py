@@ -51,7 +51,7 @@ def _new_value(i: int, k: str, value: str) -> str:
 def _fill_joined(conn, table: str, positions: str) -> None:
     """One pass (PostgreSQL): every row's new values from a join with its positions pivoted, since a fleet's
     tables hold millions of rows and a lookup per row and column would take hours."""
-    pivot = ", ".join([f"max(CASE WHEN position = 1 THEN reached END) AS p0"]
+    pivot = ", ".join(["max(CASE WHEN position = 1 THEN reached END) AS p0"]
                       + [f"max(CASE WHEN position = {i} THEN accepted END) AS p{i}" for i in range(1, POSITIONS + 1)])
     values = ", ".join(_new_value(i, "s.lookahead", f"p.p{i}") + f" AS v{i}" for i in range(POSITIONS + 1))
     conn.execute(sa.text(
