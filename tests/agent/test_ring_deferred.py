@@ -109,7 +109,8 @@ def test_a_stalled_packer_drops_at_the_queue_without_making_decoding_wait(name):
 def test_sidecar_over_the_deferred_ring_stores_exactly_what_was_recorded(tmp_path, name):
     store = open_store(tmp_path, Clock())
     sidecar = Sidecar(store, make("confidence-stop+switch", 8, 0), clock=Clock())
-    with DeferredRingClient(name, layout=SMALL, pod="p1") as client:
+    # full_wait as long as the drain: exactness is checked here, not how long a loaded machine holds the reader
+    with DeferredRingClient(name, layout=SMALL, pod="p1", full_wait=10.0) as client:
         reader = RingReader(sidecar, name, poll=0.001)
         reader.poll_once()
         reader.start()
