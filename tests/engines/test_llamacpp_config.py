@@ -78,3 +78,33 @@ def test_free_port_is_bindable():
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", free_port()))
+
+
+def test_ngram_self_speculation_needs_no_draft(files):
+    target, _ = files
+    args = LlamaServerConfig(model=target, speculation="ngram-mod", lookahead=24).args(1)
+    assert _flag(args, "--spec-type") == "ngram-mod" and "-md" not in args
+    assert _flag(args, "--spec-ngram-mod-n-max") == "24"
+    assert _flag(args, "--spec-ngram-mod-n-min") == "18"  # llama.cpp's own 48 of 64: three quarters of K
+    args = LlamaServerConfig(model=target, speculation="ngram-mod", lookahead=8, draft_min=2).args(1)
+    assert _flag(args, "--spec-ngram-mod-n-min") == "2"
+    args = LlamaServerConfig(model=target, speculation="ngram-simple", lookahead=8).args(1)
+    assert _flag(args, "--spec-ngram-simple-size-m") == "8"
+
+
+def test_spec_default_drafts_up_to_64(files):
+    config = LlamaServerConfig(model=files[0], speculation="default")
+    assert config.lookahead == 64 and config.speculation_args() == ["--spec-default"]
+    with pytest.raises(ValueError, match="LlamaServerConfig.lookahead: --spec-default drafts up to 64"):
+        LlamaServerConfig(model=files[0], speculation="default", lookahead=8)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"speculation": "eagle"}, "speculation"),
+    ({"speculation": "ngram-mod", "lookahead": 8, "draft": "d"}, "draft"),
+])
+def test_bad_speculation_names_the_field(files, kwargs, field):
+    if "draft" in kwargs:
+        kwargs["draft"] = files[1]
+    with pytest.raises(ValueError, match=f"LlamaServerConfig.{field}"):
+        LlamaServerConfig(model=files[0], **kwargs)
