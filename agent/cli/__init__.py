@@ -48,6 +48,7 @@ def _register() -> None:
     from agent.cli import alerts, db, demo, guard, proxy, recommend, serve, stats
     from agent.cli.decode import decode
     from agent.cli.models import models_app
+    from agent.cli import pretrained  # noqa: F401 - registers `models pretrained` on models_app
     from agent.cli.scrape import EXAMPLE as SCRAPE_EXAMPLE, scrape
 
     # One line each in `specwatch --help`; each command's own --help has the whole text.

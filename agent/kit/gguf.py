@@ -115,11 +115,13 @@ def _tensors(state: dict, config, hp: dict) -> Iterable[tuple[str, np.ndarray]]:
 
 
 def export_model(model_dir: str | Path, out_path: str | Path, *, dtype: str = "f32",
-                 name: str | None = None) -> int:
-    """Write the kit model in ``model_dir`` (a save_pretrained folder) to ``out_path`` as GGUF.
+                 name: str | None = None, tokenizer_from: str | Path | None = None) -> int:
+    """Write the llama model in ``model_dir`` (a save_pretrained folder) to ``out_path`` as GGUF.
 
-    ``dtype`` f32 or f16 (matrices only; norms stay f32 as llama.cpp expects). Returns the tensor count.
-    The file appears atomically (written beside it, then renamed).
+    ``dtype`` f32 or f16 (matrices only; norms stay f32 as llama.cpp expects). The vocabulary is the kit's
+    byte tokenizer, or with ``tokenizer_from`` every ``tokenizer.*`` field of that GGUF file (a draft
+    distilled for a pretrained target shares its tokenizer, and llama.cpp checks that the two match).
+    Returns the tensor count. The file appears atomically (written beside it, then renamed).
     """
     import gguf
 
@@ -127,9 +129,11 @@ def export_model(model_dir: str | Path, out_path: str | Path, *, dtype: str = "f
         raise ValueError(f"dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}")
     model = load_model(model_dir, device="cpu", dtype="float32")
     config = model.config
-    if config.model_type != "llama" or config.vocab_size != tokenizer.VOCAB_SIZE:
-        raise ValueError(f"{model_dir}: not a kit model (model_type {config.model_type!r}, "
-                         f"vocab_size {config.vocab_size}; expected llama over {tokenizer.VOCAB_SIZE} byte ids)")
+    fields = tokenizer_fields(tokenizer_from) if tokenizer_from is not None else None
+    vocab = len(fields["tokenizer.ggml.tokens"][0]) if fields is not None else tokenizer.VOCAB_SIZE
+    if config.model_type != "llama" or config.vocab_size != vocab:
+        raise ValueError(f"{model_dir}: model_type {config.model_type!r} over {config.vocab_size} token ids; "
+                         f"expected llama over {vocab} ({tokenizer_from or 'the kit byte tokenizer'})")
     hp = _hparams(config)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,18 +151,11 @@ def export_model(model_dir: str | Path, out_path: str | Path, *, dtype: str = "f
     writer.add_rope_dimension_count(hp["head_dim"])
     writer.add_rope_freq_base(hp["theta"])
     writer.add_layer_norm_rms_eps(hp["eps"])
-    tokens, types, merges = vocabulary()
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    # The kit has no BOS and encodes without special tokens; EOS ends a generation as in transformers.
-    writer.add_eos_token_id(tokenizer.EOS_ID)
-    writer.add_pad_token_id(tokenizer.PAD_ID)
-    writer.add_unk_token_id(tokenizer.UNK_ID)
-    writer.add_add_bos_token(False)
-    writer.add_add_eos_token(False)
+    if fields is not None:
+        for key, (value, types) in fields.items():
+            writer.add_key_value(key, value, types[0], types[1] if len(types) > 1 else None)
+    else:
+        _byte_vocabulary(writer)
     count = 0
     for tensor_name, array in _tensors(model.state_dict(), config, hp):
         if dtype == "f16" and array.ndim > 1:
@@ -171,6 +168,33 @@ def export_model(model_dir: str | Path, out_path: str | Path, *, dtype: str = "f
     writer.close()
     tmp.replace(out_path)
     return count
+
+
+def _byte_vocabulary(writer) -> None:
+    tokens, types, merges = vocabulary()
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    # The kit has no BOS and encodes without special tokens; EOS ends a generation as in transformers.
+    writer.add_eos_token_id(tokenizer.EOS_ID)
+    writer.add_pad_token_id(tokenizer.PAD_ID)
+    writer.add_unk_token_id(tokenizer.UNK_ID)
+    writer.add_add_bos_token(False)
+    writer.add_add_eos_token(False)
+
+
+def tokenizer_fields(path: str | Path) -> dict[str, tuple[object, list]]:
+    """Every ``tokenizer.*`` field of a GGUF file: {key: (value, [value type, item type])}."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    fields = {key: (field.contents(), list(field.types)) for key, field in reader.fields.items()
+              if key.startswith("tokenizer.")}
+    if "tokenizer.ggml.tokens" not in fields:
+        raise ValueError(f"{path}: no tokenizer.ggml.tokens in this GGUF file")
+    return fields
 
 
 def export_kit(size: str = "full", out: str | Path | None = None, models: Iterable[str] = layout.MODELS,

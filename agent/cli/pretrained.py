@@ -1,0 +1,64 @@
+"""`specwatch models pretrained`: a real pretrained model (from its Python package) prepared for every engine."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from agent.cli.models import _bar, console, errors, models_app
+
+EXAMPLE = ("Example: specwatch models pretrained            # SmolLM2-135M-Instruct: GGUF, transformers "
+           "checkpoint, distilled draft\n\n"
+           "         specwatch models pretrained --distill --ship  # rebuild the draft (needs make engine)")
+
+
+@models_app.command(epilog=EXAMPLE)
+def pretrained(
+    name: Annotated[str, typer.Option("--name", help="Model: smollm2-135m.")] = "smollm2-135m",
+    hf: Annotated[bool, typer.Option("--hf/--no-hf", help="Write the transformers checkpoint (~40 s once).")] = True,
+    draft: Annotated[bool, typer.Option("--draft/--no-draft", help="Install the shipped distilled draft.")] = True,
+    distill: Annotated[bool, typer.Option("--distill", help=(
+        "Distil a new draft: the target's answers from llama-server, then training (minutes).")) ] = False,
+    steps: Annotated[int, typer.Option(min=1, help="Training steps with --distill.")] = 1200,
+    ship: Annotated[bool, typer.Option("--ship", help="With --distill: write the draft into the repository.")] = False,
+):
+    """Install a real pretrained model from its package and prepare it under SPECWATCH_HOME/pretrained/NAME:
+    the GGUF for llama.cpp (as shipped, quantized), a transformers checkpoint, and the draft specwatch distilled
+    for it (GGUF with the target's tokenizer, and transformers)."""
+    from agent.pretrained.prepare import prepare
+    from agent.pretrained.source import ModelMissingError
+
+    say = lambda line: errors.print(line, highlight=False)  # noqa: E731 - progress on stderr
+    try:
+        prepared = prepare(name, hf=hf or distill, draft=draft and not distill, say=say)
+        if distill:
+            from agent.pretrained.rebuild import rebuild_draft
+
+            with _bar(errors) as bar:
+                data = bar.add_task("teacher", total=None, loss="-")
+                task = bar.add_task("draft", total=steps, loss="-")
+                info = rebuild_draft(prepared, steps=steps, ship_it=ship, say=say,
+                                     data_progress=lambda d, n: bar.update(data, completed=d, total=n),
+                                     progress=lambda d, n, loss: bar.update(task, completed=d, loss=f"{loss:.3f}"))
+            if ship:
+                prepared = prepare(name, hf=True, draft=True, say=say)
+            console.print(f"draft {info['version']}: loss {info['loss']}, {info['train_seconds']:.0f} s")
+    except (ModelMissingError, ValueError, OSError, RuntimeError) as exc:
+        errors.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        errors.print("interrupted; run the same command again to resume")
+        raise typer.Exit(130) from None
+    table = Table(title=f"{prepared.name} ({prepared.root})")
+    table.add_column("file")
+    table.add_column("version")
+    table.add_column("path")
+    table.add_row("target GGUF", prepared.target_version, str(prepared.target_gguf))
+    if prepared.hf is not None:
+        table.add_row("target transformers", "", str(prepared.hf))
+    if prepared.draft_gguf is not None:
+        table.add_row("draft GGUF", prepared.draft_version or "", str(prepared.draft_gguf))
+        table.add_row("draft transformers", prepared.draft_version or "", str(prepared.draft))
+    console.print(table)

