@@ -58,7 +58,7 @@ class SidecarConfig:
       database applies its own to every pod's rows: give a fleet's sidecars the same values. A fleet keeps
       10-second windows for hours, not days (docs/fleet.md: they are most of its bytes).
     - ``sample_prompts``: prompts kept per domain, a uniform sample of the traffic (0: none, the default);
-      `GET /v1/sample` (`/specwatch/sample` on the proxy) gives them as the JSON lines `specwatch guard
+      `GET /v1/sample` (`/sample` on the proxy's admin listener) gives them as the JSON lines `specwatch guard
       --prompts` reads. They are users' prompts, held in memory only: set a token, which that route needs.
     - ``fleet_seconds``: how often this pod is compared with its peers in the shared history (FleetOutlier;
       with a database of one pod it finds nothing to compare).

@@ -167,9 +167,11 @@ def serve(config: SidecarConfig, runtime: Runtime | None = None) -> int:
                                              f", step ring {config.ring!r}" if config.ring else ""))
 
 
-def run_until_signal(runtime: Any, server_config: uvicorn.Config, shutdown_seconds: float, announce: Any) -> int:
+def run_until_signal(runtime: Any, server_config: uvicorn.Config, shutdown_seconds: float, announce: Any,
+                     sockets: list | None = None) -> int:
     """Serve ``runtime.app`` under uvicorn until SIGTERM/SIGINT, then ``runtime.close()`` (flush, persist)
-    within ``shutdown_seconds`` (the watchdog ends the process otherwise); the exit code (0: clean)."""
+    within ``shutdown_seconds`` (the watchdog ends the process otherwise); the exit code (0: clean).
+    ``sockets``: bound sockets to serve instead of the config's host and port (the proxy's two listeners)."""
     server = _Server(server_config, watchdog=lambda: _watchdog(shutdown_seconds))
     # uvicorn re-raises the signal it caught once it has stopped; these handlers make that (and a second
     # signal during the final flush) harmless, so the flush always completes.
@@ -177,7 +179,7 @@ def run_until_signal(runtime: Any, server_config: uvicorn.Config, shutdown_secon
     runtime.start()
     announce()
     try:
-        server.run()
+        server.run(sockets=sockets)
     finally:
         started = time.monotonic()
         runtime.close()

@@ -75,12 +75,15 @@ def configs(files: dict[str, Path], target: str, ports: dict[str, int]) -> dict[
 
 
 def start_proxy(upstreams: dict[str, str], port: int, db: str, log: Path, health_seconds: float = 0.5,
-                repo: Path = Path(__file__).resolve().parents[1], policy: str | None = None) -> subprocess.Popen:
+                repo: Path = Path(__file__).resolve().parents[1], policy: str | None = None,
+                admin_port: int | None = None) -> subprocess.Popen:
     """`specwatch proxy` as a process of its own in front of ``upstreams`` (pool name: URL), run from the
-    checkout ``repo`` (default this one), with ``policy`` (default: the proxy's); returns once its /health
-    answers 200."""
+    checkout ``repo`` (default this one), with ``policy`` (default: the proxy's), its admin listener on
+    ``admin_port`` (default: a free port; proxies run side by side); returns once its /health answers 200."""
     ups = [a for name, url in upstreams.items() for a in ("--upstream", f"{name}={url}")]
     ups += ["--policy", policy] if policy else []
+    if "admin_port" in (repo / "agent" / "cli" / "proxy.py").read_text():  # a checkout from before has none
+        ups += ["--admin-port", str(admin_port or free_port())]
     proc = subprocess.Popen([sys.executable, "-c", "from agent.cli import main; main()", "proxy", *ups,
                              "--db", db, "--port", str(port), "--health-seconds", str(health_seconds)],
                             cwd=repo, stdout=open(log, "wb"),
@@ -238,7 +241,7 @@ def main() -> None:
                for d, texts in layout.load_prompts(layout.kit_dir(args.size)).items()}
     work = Path(tempfile.mkdtemp(prefix="bench-llamacpp-"))
     ports = {name: free_port() for name in (DEFAULT, *FIXED)}
-    proxy_port = free_port()
+    proxy_port, admin_port = free_port(), free_port()
     urls = {name: f"http://127.0.0.1:{p}" for name, p in ports.items()}
     urls[PROXY] = f"http://127.0.0.1:{proxy_port}"
     out = {"size": args.size, "rounds": args.rounds, "tokens": args.tokens, "threads_per_server": 1,
@@ -246,7 +249,7 @@ def main() -> None:
            "policy": args.policy or "the proxy's default", "phases": {}}
     servers = start(configs(files, "target-v1", ports), work)
     proxy = start_proxy({name: urls[name] for name in FIXED}, proxy_port, f"sqlite:///{work / 'proxy.db'}",
-                        work / "proxy.log", policy=args.policy)
+                        work / "proxy.log", policy=args.policy, admin_port=admin_port)
     client = httpx.Client(timeout=300)
     try:
         out["phases"]["v1"] = phase(client, urls, prompts, args.rounds, args.tokens)
@@ -257,7 +260,7 @@ def main() -> None:
         client = httpx.Client(timeout=300)
         deadline = time.monotonic() + 30
         while any(p["healthy"] is False or "target-v2" not in (p["target_version"] or "")
-                  for p in client.get(urls[PROXY] + "/specwatch/pools").json()["pools"]):
+                  for p in client.get(f"http://127.0.0.1:{admin_port}/pools").json()["pools"]):
             if time.monotonic() > deadline:
                 raise RuntimeError("the proxy did not see target v2")
             time.sleep(0.2)

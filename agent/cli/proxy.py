@@ -9,8 +9,9 @@ import typer
 
 from agent.cli.output import fail
 
-EXAMPLE = ("Example: specwatch proxy --upstream k4=http://127.0.0.1:8081 --upstream off=http://127.0.0.1:8082 "
-           "--domain-rule model:coder=code --db sqlite:///specwatch.db --port 8788")
+EXAMPLE = ("Example: SPECWATCH_TOKEN=$(cat token) specwatch proxy --upstream k4=http://127.0.0.1:8081 "
+           "--upstream off=http://127.0.0.1:8082 --domain-rule model:coder=code --db sqlite:///specwatch.db "
+           "--port 8788 --admin-port 8789")
 
 
 def proxy(
@@ -22,8 +23,12 @@ def proxy(
     draft_version: Annotated[Optional[list[str]], typer.Option(
         help="NAME=VERSION or NAME=DRAFT.gguf (versioned by its content hash): a pool's draft version "
              "(llama.cpp does not report its draft model; repeat).")] = None,
-    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 8788,
+    host: Annotated[str, typer.Option(
+        help="Address of the inference listener, the one clients use.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the inference listener.")] = 8788,
+    admin_host: Annotated[str, typer.Option(
+        help="Address of the admin listener (specwatch's own routes; Prometheus scrapes its /metrics).")] = "127.0.0.1",
+    admin_port: Annotated[int, typer.Option(help="Port of the admin listener.")] = 8789,
     db: Annotated[Optional[str], typer.Option(
         "--db", help="Database URL; default SPECWATCH_DB or sqlite:///specwatch.db.", show_default=False)] = None,
     policy: Annotated[Optional[str], typer.Option(
@@ -36,19 +41,22 @@ def proxy(
     hash_models: Annotated[bool, typer.Option(
         help="Version a GGUF the proxy can read by a sha256 of its content (else name and size).")] = True,
     sample_prompts: Annotated[Optional[int], typer.Option(
-        help="Keep this many prompts per domain (a uniform sample of the traffic, in memory) for GET "
-             "/specwatch/sample, the file `specwatch guard --prompts` reads; default 0: none.")] = None,
+        help="Keep this many prompts per domain (a uniform sample of the traffic, in memory) for GET /sample "
+             "of the admin listener, the file `specwatch guard --prompts` reads; default 0: none.")] = None,
 ) -> None:
     """Route each request's domain to a pool, record the engine's per-request speculation figures
     (llama.cpp timings) and learn per domain which pool's draft length pays.
 
-    Domain: the X-Specwatch-Domain header, else the first matching --domain-rule, else "default". The proxy
-    answers /health and /specwatch/{metrics,alerts,decision,pools,sample}; every other path goes to the engine.
+    Domain: the X-Specwatch-Domain header, else the first matching --domain-rule, else "default". On the
+    inference listener the proxy answers /health; every other path goes to the engine. specwatch's own routes,
+    /metrics, /alerts, /decision, /pools and /sample, answer on the admin listener only, each behind the
+    token when SPECWATCH_TOKEN is set (warned at start: the admin listener beyond loopback without one).
     SIGTERM or Ctrl-C: stop taking requests, flush every record, persist alerts, exit 0.
     """
     from agent import config as cfg
     from agent.proxy.config import ProxyConfig, ProxyConfigError, Upstream
     from agent.proxy.domains import DomainError, DomainRule
+    from agent.proxy.listeners import ListenError
     from agent.proxy.run import build, serve
     from storage import StoreError
 
@@ -68,15 +76,19 @@ def proxy(
         kmax = max([8] + [u.lookahead for u in upstreams])
         sidecar = cfg.load(None, {"db": db, "pod": pod, "policy": chosen, "kmax": kmax,
                                   "sample_prompts": sample_prompts})
-        options = ProxyConfig(upstreams, rules, host=host, port=port, sidecar=sidecar,
-                              health_seconds=health_seconds, connect_seconds=connect_timeout,
+        options = ProxyConfig(upstreams, rules, host=host, port=port, admin_host=admin_host, admin_port=admin_port,
+                              sidecar=sidecar, health_seconds=health_seconds, connect_seconds=connect_timeout,
                               read_seconds=read_timeout, hash_models=hash_models)
         runtime = build(options)
     except (ProxyConfigError, DomainError, cfg.ConfigError) as exc:
         raise fail(f"config: {exc}")
     except StoreError as exc:
         raise fail(str(exc))
-    raise typer.Exit(serve(options, runtime))
+    try:
+        code = serve(options, runtime)
+    except ListenError as exc:
+        raise fail(str(exc))
+    raise typer.Exit(code)
 
 
 def _pair(text: str, option: str) -> tuple[str, str]:

@@ -1,5 +1,5 @@
-"""The proxy's ASGI app: requests to forward go through a raw ASGI handler to aiohttp's client; the proxy's
-own routes are Starlette's.
+"""The proxy's ASGI app, behind both of its listeners: requests to forward go through a raw ASGI handler to
+aiohttp's client; /health and the admin routes (agent/proxy/admin.py) are Starlette's.
 
 POST /v1/completions, /v1/chat/completions and llama.cpp's /completion are inspected: the request's domain
 chooses the pool, and the answer's ``timings`` become one aggregate record. Every other path and method goes
@@ -7,8 +7,9 @@ byte for byte to a healthy pool. Answers stream back chunk by chunk as they come
 scanned for ``timings`` on the way, never held back); the engine's own errors reach the client unchanged;
 a pool that cannot be reached gives 502, one that does not answer in time 504, each with a JSON body naming
 the pool; an answer that breaks off midway is cut off for the client too (its connection closes). A client
-that disconnects closes the upstream request. The proxy's own routes live under /specwatch/ (metrics,
-alerts, decision, pools) besides /health, so they cannot clash with the engine's.
+that disconnects closes the upstream request. On the inference listener the proxy answers /health only; every
+other path is the engine's (/metrics and /props too). specwatch's own routes answer on the admin listener only,
+so a client of the engine sees the engine.
 
 Per request the forwarding path builds no framework objects: with Starlette's StreamingResponse and httpx
 (0.5-0.9 ms alone) the proxy took 1.6-1.9 ms of CPU per request on this machine, now 0.5-0.65 ms
@@ -22,19 +23,17 @@ import contextlib
 import json
 import logging
 import time
-from typing import Any
 
 import aiohttp
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route as Path
 from yarl import URL
 
-from agent.auth import MESSAGE, token_ok
-from agent.prompt_sampler import NDJSON, OFF, live_sample
+from agent.prompt_sampler import live_sample
 from agent.proxy import asgi, domains
+from agent.proxy.admin import admin_app
 from agent.proxy.config import ProxyConfig
 from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pool, Pools
@@ -56,8 +55,7 @@ _DOMAIN = domains.HEADER.encode()
 METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"))
 NOT_FORWARDED = PlainTextResponse("Method Not Allowed", status_code=405,
                                   headers={"Allow": ", ".join(sorted(METHODS))})
-OWN = frozenset(("/health", "/specwatch/decision", "/specwatch/pools", "/specwatch/alerts", "/specwatch/metrics",
-                 "/specwatch/sample"))
+READS = ("GET", "HEAD")
 # aiohttp adds these unless told not to; the engine gets the client's own (as it would directly).
 NOT_ADDED = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 # Kept-alive upstream connections are dropped after this idle time: under llama.cpp's (and uvicorn's) 5 s, so
@@ -72,7 +70,8 @@ class Proxy:
         self.config, self.sidecar, self.pools, self.metrics = config, sidecar, pools, metrics
         self.router = Router(sidecar, pools)
         self._rules_read_body = any(rule.kind != "path" for rule in config.rules)
-        self.sampler = live_sample(config.sidecar.sample_prompts, config.sidecar.token, "/specwatch/sample")
+        self.sampler = live_sample(config.sidecar.sample_prompts, config.sidecar.token,
+                                   "/sample of the admin listener")
         pools.on_change = self._pools_changed
         self.client: aiohttp.ClientSession | None = None
         self._checks: asyncio.Task | None = None
@@ -117,7 +116,8 @@ class Proxy:
         except asgi.ClientGone:
             return
         if body is None:
-            return await asgi.send_json(send, 413, _error(413, "request_too_large", f"body over {limit} bytes", None))
+            return await asgi.send_json(send, 413, asgi.error_body(413, "request_too_large",
+                                                                   f"body over {limit} bytes"))
         try:
             if inspected:
                 header = asgi.header(headers, _DOMAIN)
@@ -130,10 +130,10 @@ class Proxy:
             else:
                 domain, pool = None, self._any_pool()
         except domains.DomainError as exc:
-            return await asgi.send_json(send, 400, _error(400, "invalid_domain", str(exc), None))
+            return await asgi.send_json(send, 400, asgi.error_body(400, "invalid_domain", str(exc)))
         except NoPool as exc:
             self.metrics.count("none", "no_pool")
-            return await asgi.send_json(send, 503, _error(503, "no_upstream", str(exc), None))
+            return await asgi.send_json(send, 503, asgi.error_body(503, "no_upstream", str(exc)))
         served = None
         if inspected:
             served = Served(domain, pool.name, pool.lookahead, pool.target_version or "unknown",
@@ -172,21 +172,21 @@ class Proxy:
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             self.metrics.count(pool.name, "connect_error")
             watch.finish()
-            await asgi.send_json(send, 502, _error(502, "upstream_unreachable",
-                                                   f"pool {pool.name} ({pool.base}): {_text(exc)}", pool))
+            await asgi.send_json(send, 502, asgi.error_body(502, "upstream_unreachable",
+                                                   f"pool {pool.name} ({pool.base}): {_text(exc)}", pool.name))
             return None
         except asyncio.TimeoutError as exc:  # aiohttp's ServerTimeoutError is one
             self.metrics.count(pool.name, "timeout")
             watch.finish()
-            await asgi.send_json(send, 504, _error(504, "upstream_timeout", f"pool {pool.name} ({pool.base}) did "
-                                                   f"not answer within {self.config.read_seconds:g} s: {_text(exc)}",
-                                                   pool))
+            await asgi.send_json(send, 504, asgi.error_body(504, "upstream_timeout", f"pool {pool.name} ({pool.base}) "
+                                                   f"did not answer within {self.config.read_seconds:g} s: "
+                                                   f"{_text(exc)}", pool.name))
             return None
         except aiohttp.ClientError as exc:
             self.metrics.count(pool.name, "connect_error")
             watch.finish()
-            await asgi.send_json(send, 502, _error(502, "upstream_failed",
-                                                   f"pool {pool.name} ({pool.base}): {_text(exc)}", pool))
+            await asgi.send_json(send, 502, asgi.error_body(502, "upstream_failed",
+                                                   f"pool {pool.name} ({pool.base}): {_text(exc)}", pool.name))
             return None
         try:
             return await self._relay(send, answer, pool, served, watch)
@@ -254,59 +254,21 @@ class Proxy:
             raise NoPool("no upstream pool is healthy")
         return healthy[0]
 
-    # -- the proxy's own routes ----------------------------------------------------------------------------
+    # -- the inference listener's own route --------------------------------------------------------------------
     async def health(self, _: Request) -> Response:
         pools = {p.name: p.healthy for p in self.pools.all}
         ok = any(pools.values())
         return JSONResponse({"status": "ok" if ok else "no healthy upstream", "pools": pools},
                             status_code=200 if ok else 503)
 
-    async def decision(self, request: Request) -> Response:
-        try:
-            domain = domains.check(request.query_params.get("domain"), "domain")
-        except domains.DomainError as exc:
-            return JSONResponse(_error(400, "invalid_domain", str(exc), None), status_code=400)
-        route = self.router.latest(domain)
-        if route is None:
-            return JSONResponse({"domain": domain, "pool": None, "lookahead": None, "speculate": None,
-                                 "policy": None, "reason": "no request of this domain yet (or no healthy pool)"})
-        d = route.decision
-        return JSONResponse({"domain": domain, "pool": route.pool.name, "lookahead": route.pool.lookahead,
-                             "speculate": route.pool.lookahead > 0, "policy": d.policy, "reason": d.reason})
-
-    async def pool_list(self, _: Request) -> Response:
-        return JSONResponse({"pools": [p.view() for p in self.pools.all]})
-
-    async def alerts(self, request: Request) -> Response:
-        state = request.query_params.get("state", "firing")
-        if state not in ("firing", "resolved", "all"):
-            return JSONResponse(_error(400, "invalid_state", "state must be firing, resolved or all", None),
-                                status_code=400)
-        s = self.sidecar
-        found = s.alerts.alerts(state) if s.alerts is not None else s.store.load_alerts(state)
-        return JSONResponse({"state": state, "alerts": [
-            {"labels": dict(a.labels), "annotations": dict(a.annotations), "starts_at": a.starts_at,
-             "ends_at": a.ends_at, "state": a.state, "fingerprint": a.fingerprint} for a in found]})
-
-    async def prometheus(self, _: Request) -> Response:
-        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    async def sample(self, request: Request) -> Response:
-        """The live prompt sample as JSON lines for `specwatch guard --prompts`; the token when one is set."""
-        token = self.config.sidecar.token
-        if token is not None and not token_ok(request.headers.get("authorization"), token):
-            return JSONResponse(_error(401, "unauthorized", MESSAGE, None), status_code=401,
-                                headers={"WWW-Authenticate": "Bearer"})
-        if self.sampler is None:
-            return JSONResponse(_error(404, "sampling_off", OFF, None), status_code=404)
-        return Response(self.sampler.lines(), media_type=NDJSON)
-
 
 class App:
-    """The ASGI app: forwarded requests go straight to ``Proxy.forward``; the proxy's own routes and the
-    lifespan (the proxy's start and stop) to a Starlette app; other methods get 405."""
+    """The ASGI app of both listeners (one uvicorn server, two sockets; the socket a request came in on tells
+    which). Admin listener: specwatch's routes (agent/proxy/admin.py). Inference listener: GET /health is the
+    proxy's, every other path goes straight to ``Proxy.forward``, other methods get 405. The lifespan (the
+    proxy's start and stop) is Starlette's."""
 
-    def __init__(self, proxy: Proxy):
+    def __init__(self, proxy: Proxy, token: str | None):
         @contextlib.asynccontextmanager
         async def lifespan(_):
             await proxy.start()
@@ -316,17 +278,18 @@ class App:
                 await proxy.stop()
 
         self.proxy = proxy
-        self.own = Starlette(routes=[
-            Path("/health", proxy.health, methods=["GET"]),
-            Path("/specwatch/decision", proxy.decision, methods=["GET"]),
-            Path("/specwatch/pools", proxy.pool_list, methods=["GET"]),
-            Path("/specwatch/alerts", proxy.alerts, methods=["GET"]),
-            Path("/specwatch/metrics", proxy.prometheus, methods=["GET"]),
-            Path("/specwatch/sample", proxy.sample, methods=["GET"]),
-        ], lifespan=lifespan)
+        self.own = Starlette(routes=[Path("/health", proxy.health, methods=["GET"])], lifespan=lifespan)
+        self.admin = admin_app(proxy, token)
+        # The admin listener's bound port (agent/proxy/listeners.py); None: no admin listener, nothing answers
+        # the admin routes. The port is the socket's own (uvicorn's scope["server"]), never a client's header.
+        self.admin_port: int | None = None
 
     async def __call__(self, scope: dict, receive: asgi.Receive, send: asgi.Send) -> None:
-        if scope["type"] != "http" or (scope["path"] in OWN and scope["method"] in ("GET", "HEAD")):
+        if scope["type"] != "http":
+            await self.own(scope, receive, send)
+        elif (server := scope.get("server")) is not None and server[1] == self.admin_port:
+            await self.admin(scope, receive, send)
+        elif scope["path"] == "/health" and scope["method"] in READS:
             await self.own(scope, receive, send)
         elif scope["method"] in METHODS:
             await self.proxy.forward(scope, receive, send)
@@ -334,8 +297,8 @@ class App:
             await NOT_FORWARDED(scope, receive, send)
 
 
-def create_app(proxy: Proxy) -> App:
-    return App(proxy)
+def create_app(proxy: Proxy, token: str | None) -> App:
+    return App(proxy, token)
 
 
 def _json(body: bytes) -> dict | None:
@@ -344,13 +307,6 @@ def _json(body: bytes) -> dict | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def _error(status: int, kind: str, message: str, pool: Pool | None) -> dict:
-    error: dict[str, Any] = {"type": kind, "message": message, "code": status}
-    if pool is not None:
-        error["pool"] = pool.name
-    return {"error": error}
 
 
 def _text(exc: Exception) -> str:

@@ -1,5 +1,5 @@
 """Raw ASGI pieces for the proxy's forwarding path (no framework objects per request): read a request body,
-answer JSON, find a header, and notice a client that went away."""
+answer JSON (and the body of an error, shaped as OpenAI's), find a header, and notice a client that went away."""
 
 from __future__ import annotations
 
@@ -47,6 +47,14 @@ async def send_json(send: Send, status: int, content: Any, headers: tuple[tuple[
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             *headers]})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def error_body(status: int, kind: str, message: str, pool: str | None = None) -> dict:
+    """An error answer's JSON body, as OpenAI's API shapes it; ``pool`` names the pool it concerns."""
+    error: dict[str, Any] = {"type": kind, "message": message, "code": status}
+    if pool is not None:
+        error["pool"] = pool
+    return {"error": error}
 
 
 class Disconnect:

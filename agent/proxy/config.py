@@ -74,12 +74,16 @@ class ProxyConfig:
     - ``max_body``: largest request body the proxy reads to find the domain (bigger: 413).
     - ``max_record_body``: largest non-streamed answer whose copy is kept to read its timings.
     - ``sidecar``: store, alerts, metrics and policy options, as for `specwatch serve`.
+    - ``admin_host`` / ``admin_port``: the admin listener, specwatch's own routes (agent/proxy/admin.py), off
+      the inference port; loopback by default. Port 0 (either listener): any free port.
     """
 
     upstreams: tuple[Upstream, ...]
     rules: tuple[DomainRule, ...] = ()
     host: str = "127.0.0.1"
     port: int = 8788
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 8789
     sidecar: SidecarConfig = field(default_factory=lambda: SidecarConfig(policy="pool-model"))
     health_seconds: float = 2.0
     connect_seconds: float = 5.0
@@ -100,6 +104,10 @@ class ProxyConfig:
             raise ProxyConfigError("host", f"must be non-empty text, got {self.host!r}")
         if type(self.port) is not int or not 0 <= self.port <= 65535:
             raise ProxyConfigError("port", f"must be an integer in 0..65535, got {self.port!r}")
+        if not isinstance(self.admin_host, str) or not self.admin_host.strip():
+            raise ProxyConfigError("admin_host", f"must be non-empty text, got {self.admin_host!r}")
+        if type(self.admin_port) is not int or not 0 <= self.admin_port <= 65535:
+            raise ProxyConfigError("admin_port", f"must be an integer in 0..65535, got {self.admin_port!r}")
         for name in ("health_seconds", "connect_seconds", "read_seconds", "shutdown_seconds"):
             value = getattr(self, name)
             if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:

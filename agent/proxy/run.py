@@ -1,6 +1,7 @@
 """`specwatch proxy`: build the in-process sidecar (the same store, drift watch, alerts, metrics and jobs as
-`specwatch serve`, agent/serve.py) and the proxy app, run it under uvicorn until SIGTERM/SIGINT, then flush
-every record and persist alert state, as `serve` does."""
+`specwatch serve`, agent/serve.py) and the proxy app, bind its inference and admin listeners
+(agent/proxy/listeners.py), serve both under one uvicorn server until SIGTERM/SIGINT, then flush every record
+and persist alert state, as `serve` does."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import uvicorn
 from agent.jobs import Intervals, Jobs
 from agent.proxy.app import Proxy, create_app
 from agent.proxy.config import ProxyConfig
+from agent.proxy.listeners import ListenError, Listeners, bind
 from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pools
 from agent.proxy.versions import FileVersions
@@ -43,6 +45,12 @@ class ProxyRuntime:
     def start(self) -> None:
         self.jobs.start()
 
+    def listen(self) -> Listeners:
+        """Bind both listeners (ListenError if one cannot be) and tell the app which is the admin one."""
+        listeners = bind(self.config)
+        self.app.admin_port = listeners.admin_port
+        return listeners
+
     def close(self) -> None:
         try:
             self.jobs.shutdown(wait=True, final_flush=False)
@@ -70,21 +78,28 @@ def build(config: ProxyConfig) -> ProxyRuntime:
         registry.register(StoreCollector(store))
     pools = Pools(config.upstreams, FileVersions(config.hash_models), timeout=min(2.0, config.connect_seconds))
     proxy = Proxy(config, sidecar, pools, ProxyMetrics(registry))
-    return ProxyRuntime(config, sidecar, jobs, proxy, create_app(proxy))
+    return ProxyRuntime(config, sidecar, jobs, proxy, create_app(proxy, sc.token))
 
 
 def serve(config: ProxyConfig, runtime: ProxyRuntime | None = None) -> int:
-    """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean shutdown)."""
+    """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean shutdown). ListenError (the runtime
+    closed) when a listener cannot be bound."""
     runtime = runtime or build(config)
+    try:
+        listeners = runtime.listen()
+    except ListenError:
+        runtime.close()
+        raise
     # The start-up heap (sklearn, SQLAlchemy, ... about 190k objects) leaves the garbage collector's reach: a
     # full collection of it took ~80 ms on this machine, one stalled request every few thousand. What the
     # proxy allocates from now on is still collected.
     gc.collect()
     gc.freeze()
-    server_config = uvicorn.Config(runtime.app, host=config.host, port=config.port, lifespan="on",
-                                   log_level="info", **SERVER_OPTIONS,
+    server_config = uvicorn.Config(runtime.app, lifespan="on", log_level="info", **SERVER_OPTIONS,
                                    timeout_graceful_shutdown=max(1, int(config.shutdown_seconds / 3)))
     return run_until_signal(runtime, server_config, config.shutdown_seconds,
-                            lambda: log.info("specwatch proxy on %s: pools %s, policy %s, db %s", config.url,
+                            lambda: log.info("specwatch proxy on %s, admin routes on %s: pools %s, policy %s, db %s",
+                                             listeners.url("inference"), listeners.url("admin"),
                                              ", ".join(f"{u.name}={u.base}" for u in config.upstreams),
-                                             config.sidecar.policy, redact_url(config.sidecar.db)))
+                                             config.sidecar.policy, redact_url(config.sidecar.db)),
+                            sockets=listeners.sockets)

@@ -18,16 +18,17 @@ def free_port() -> int:
 
 
 class Running:
-    """``with Running(app) as r:`` serves ``app`` at ``r.url`` (lifespan on) until the block ends."""
+    """``with Running(app) as r:`` serves ``app`` at ``r.url`` (lifespan on) until the block ends; with
+    ``sockets`` (bound loopback sockets), on those, ``r.url`` the first one's."""
 
-    def __init__(self, app, port: int | None = None, lifespan: str = "on", **options):
-        self.port = port or free_port()
+    def __init__(self, app, port: int | None = None, lifespan: str = "on", sockets: list | None = None, **options):
+        self.port = sockets[0].getsockname()[1] if sockets else port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         options = {"access_log": False, **options}
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, lifespan=lifespan,
                                                     log_level="warning", **options))
         self.server.install_signal_handlers = lambda: None  # not the main thread
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": sockets}, daemon=True)
 
     def __enter__(self) -> "Running":
         self.thread.start()

@@ -1,4 +1,5 @@
-"""`specwatch proxy` as a process: serves, records, flushes every record on SIGTERM and exits 0."""
+"""`specwatch proxy` as a process: serves the engine on the inference port and its own routes on the admin
+listener only (behind the token), records, flushes every record on SIGTERM and exits 0."""
 
 from __future__ import annotations
 
@@ -20,24 +21,31 @@ from tests.proxy.servers import Running, free_port
 CLI = [sys.executable, "-c", "from agent.cli import main; main()"]
 
 
-def test_help_ends_with_an_example_and_bad_options_name_the_field():
+def test_help_ends_with_an_example_and_bad_options_name_the_field(tmp_path):
     _register()
     runner = CliRunner()
-    assert "Example: specwatch proxy --upstream k4=" in runner.invoke(app, ["proxy", "--help"]).output
+    example = " ".join(runner.invoke(app, ["proxy", "--help"]).output.split()).split("Example:")[-1]
+    assert "specwatch proxy --upstream k4=" in example and example.endswith("--port 8788 --admin-port 8789")
     out = runner.invoke(app, ["proxy", "--upstream", "fast=http://127.0.0.1:1"])
     assert out.exit_code == 1 and "config: upstream: pool name must be off or kN" in out.output
     out = runner.invoke(app, ["proxy", "--upstream", "k2=http://127.0.0.1:1", "--domain-rule", "colour:x=y"])
     assert out.exit_code == 1 and "domain_rule" in out.output
+    port = free_port()
+    out = runner.invoke(app, ["proxy", "--upstream", "k2=http://127.0.0.1:1", "--db", f"sqlite:///{tmp_path / 'p.db'}",
+                              "--port", str(port), "--admin-port", str(port)])
+    assert out.exit_code == 1 and f"admin listener: port {port} is the inference listener's" in out.output
 
 
-def test_the_process_records_and_flushes_everything_on_sigterm(tmp_path):
+def test_the_process_keeps_its_routes_off_the_inference_port_and_flushes_everything_on_sigterm(tmp_path):
     engine = FakeEngine(lookahead=2, accepted=1)
     db = f"sqlite:///{tmp_path / 'cli.db'}"
-    port = free_port()
+    port, admin = free_port(), free_port()
+    token = "c" * 24
     with Running(engine.app) as upstream:
-        proc = subprocess.Popen([*CLI, "proxy", "--upstream", f"k2={upstream.url}", "--db", db, "--port", str(port)],
-                                env={**os.environ, "SPECWATCH_POD": "cli"}, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([*CLI, "proxy", "--upstream", f"k2={upstream.url}", "--db", db, "--port", str(port),
+                                 "--admin-port", str(admin)],
+                                env={**os.environ, "SPECWATCH_POD": "cli", "SPECWATCH_TOKEN": token},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 120
             while True:
@@ -51,6 +59,12 @@ def test_the_process_records_and_flushes_everything_on_sigterm(tmp_path):
             for _ in range(3):
                 httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "p", "max_tokens": 10},
                            headers={"X-Specwatch-Domain": "code"}).raise_for_status()
+            for path in ("/specwatch/metrics", "/specwatch/pools", "/pools", "/alerts"):  # the engine's 404s
+                answer = httpx.get(f"http://127.0.0.1:{port}{path}")
+                assert (answer.status_code, answer.headers["x-specwatch-pool"]) == (404, "k2"), path
+            assert httpx.get(f"http://127.0.0.1:{admin}/metrics").status_code == 401
+            metrics = httpx.get(f"http://127.0.0.1:{admin}/metrics", headers={"Authorization": f"Bearer {token}"})
+            assert 'specwatch_proxy_requests_total{pool="k2",result="recorded"} 3.0' in metrics.text
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0
         finally:

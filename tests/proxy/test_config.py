@@ -30,3 +30,8 @@ def test_config_checks():
         ProxyConfig((up,), health_seconds=0)
     with pytest.raises(ProxyConfigError, match="kmax"):
         ProxyConfig((Upstream.parse("k12=http://h:1"),))
+    with pytest.raises(ProxyConfigError, match="admin_port: must be an integer in 0..65535"):
+        ProxyConfig((up,), admin_port=65536)
+    with pytest.raises(ProxyConfigError, match="admin_host: must be non-empty"):
+        ProxyConfig((up,), admin_host=" ")
+    assert (ProxyConfig((up,)).admin_host, ProxyConfig((up,)).admin_port) == ("127.0.0.1", 8789)

@@ -111,7 +111,7 @@ def test_engine_errors_reach_the_client_unchanged_and_record_nothing(engines, pr
     assert (through.status_code, through.content) == (500, plain.content)
     time.sleep(0.1)
     assert runtime.taken == []
-    assert 'result="engine_error"' in httpx.get(f"{url}/specwatch/metrics").text
+    assert 'result="engine_error"' in httpx.get(f"{runtime.admin}/metrics").text
 
 
 def test_unreachable_pool_gives_502_naming_it(engines, proxy):
@@ -146,7 +146,7 @@ def test_sampled_prompts_are_what_the_guard_reads(engines, proxy, tmp_path):
     from agent.guard.sample import load_sample
 
     token = "s" * 24
-    url, _ = proxy({"k4": engines(FakeEngine(lookahead=4, accepted=2))},
+    url, runtime = proxy({"k4": engines(FakeEngine(lookahead=4, accepted=2))},
                    sidecar_options={"sample_prompts": 8, "token": token})
     for path, body, domain in (
             ("/v1/completions", {"prompt": "def f():", "max_tokens": 4}, "code"),
@@ -156,8 +156,8 @@ def test_sampled_prompts_are_what_the_guard_reads(engines, proxy, tmp_path):
             ("/completion", {"prompt": [17, 42], "max_tokens": 4}, "code"),  # token ids: not sampled
             ("/completion", {"prompt": "SELECT", "max_tokens": 4}, "sql")):
         assert httpx.post(url + path, json=body, headers={"X-Specwatch-Domain": domain}).status_code == 200
-    assert httpx.get(f"{url}/specwatch/sample").status_code == 401
-    answer = httpx.get(f"{url}/specwatch/sample", headers={"Authorization": f"Bearer {token}"})
+    assert httpx.get(f"{runtime.admin}/sample").status_code == 401
+    answer = httpx.get(f"{runtime.admin}/sample", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/x-ndjson")
     path = tmp_path / "sample.jsonl"
     path.write_text(answer.text)
@@ -166,6 +166,6 @@ def test_sampled_prompts_are_what_the_guard_reads(engines, proxy, tmp_path):
 
 
 def test_without_sampling_the_sample_route_says_how_to_turn_it_on(engines, proxy):
-    url, _ = proxy({"off": engines(FakeEngine())})
-    answer = httpx.get(f"{url}/specwatch/sample")
+    _, runtime = proxy({"off": engines(FakeEngine())})
+    answer = httpx.get(f"{runtime.admin}/sample")
     assert answer.status_code == 404 and "sample_prompts" in answer.json()["error"]["message"]

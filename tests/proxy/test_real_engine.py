@@ -65,9 +65,10 @@ def proxy_in_front(pools, tmp, **options):
     sidecar = SidecarConfig(db=f"sqlite:///{tmp / 'proxy.db'}", pod="real", policy="pool-ucb+switch", seed=3)
     upstreams = tuple(Upstream(name, s.base_url) for name, s in pools.items())
     options = {"health_seconds": 0.2, "read_seconds": 60.0, **options}
-    runtime = build(ProxyConfig(upstreams, sidecar=sidecar, port=0, **options))
+    runtime = build(ProxyConfig(upstreams, sidecar=sidecar, port=0, admin_port=0, **options))
     try:
-        with Running(runtime.app, **SERVER_OPTIONS) as running:  # as `specwatch proxy` runs it
+        listeners = runtime.listen()
+        with Running(runtime.app, sockets=listeners.sockets, **SERVER_OPTIONS) as running:  # as `specwatch proxy` does
             yield running.url, runtime
     finally:
         runtime.sidecar.close()

@@ -27,7 +27,7 @@ def test_a_domain_switched_off_sends_nothing_to_the_draft_pool(engines, proxy):
     switch.warm_start("prose", [], on=False)
     served = [ask(url, "prose") for _ in range(20)]
     assert served == ["off"] * 20 and draft.requests == [] and len(plain.requests) == 20
-    assert httpx.get(f"{url}/specwatch/decision", params={"domain": "prose"}).json()["pool"] == "off"
+    assert httpx.get(f"{runtime.admin}/decision", params={"domain": "prose"}).json()["pool"] == "off"
 
 
 def test_a_pool_that_fails_leaves_rotation_and_comes_back(engines, proxy):
@@ -39,7 +39,7 @@ def test_a_pool_that_fails_leaves_rotation_and_comes_back(engines, proxy):
     before = len(k4.requests)
     assert {ask(url, "code") for _ in range(10)} == {"k2"} and len(k4.requests) == before
     assert runtime.proxy.router.restrictable.arms == (2,)
-    assert 'specwatch_proxy_pool_healthy{pool="k4"} 0.0' in httpx.get(f"{url}/specwatch/metrics").text
+    assert 'specwatch_proxy_pool_healthy{pool="k4"} 0.0' in httpx.get(f"{runtime.admin}/metrics").text
     k4.healthy = True
     wait_for(lambda: runtime.proxy.router.restrictable.arms == (2, 4))
 
@@ -85,7 +85,7 @@ def test_the_off_pool_records_carry_the_draft_of_the_pair(engines, proxy):
 def test_one_pool_observes_only(engines, proxy):
     url, runtime = proxy({"k4": engines(FakeEngine(lookahead=4, accepted=2))})
     assert ask(url, "code") == "k4"
-    decision = httpx.get(f"{url}/specwatch/decision", params={"domain": "code"}).json()
+    decision = httpx.get(f"{runtime.admin}/decision", params={"domain": "code"}).json()
     assert decision["pool"] == "k4" and "observe" in decision["reason"]
 
 
@@ -107,13 +107,13 @@ def test_no_healthy_pool_gives_503(engines, proxy):
 
 def test_decision_for_an_unseen_domain_creates_no_state(engines, proxy):
     url, runtime = proxy({"k2": engines(FakeEngine(lookahead=2, accepted=1)), "off": engines(FakeEngine())})
-    answer = httpx.get(f"{url}/specwatch/decision", params={"domain": "new"}).json()
+    answer = httpx.get(f"{runtime.admin}/decision", params={"domain": "new"}).json()
     assert answer["pool"] is None and "new" not in runtime.sidecar._slots
 
 
 def test_pools_view(engines, proxy):
-    url, _ = proxy({"off": engines(FakeEngine())})
-    (pool,) = httpx.get(f"{url}/specwatch/pools").json()["pools"]
+    _, runtime = proxy({"off": engines(FakeEngine())})
+    (pool,) = httpx.get(f"{runtime.admin}/pools").json()["pools"]
     assert (pool["name"], pool["healthy"], pool["target_version"]) == ("off", True, "target.gguf")
 
 

@@ -72,7 +72,7 @@ def test_an_answer_broken_off_midway_is_cut_off_for_the_client_too(proxy):
                     received += chunk
         assert received == event and runtime.taken == []
         assert 'specwatch_proxy_requests_total{pool="off",result="connect_error"} 1.0' in \
-            httpx.get(f"{url}/specwatch/metrics").text
+            httpx.get(f"{runtime.admin}/metrics").text
 
 
 def test_a_client_gone_before_the_answer_closes_the_upstream_request(proxy):
