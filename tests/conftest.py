@@ -32,3 +32,18 @@ def tiny_kit(kit_home):
     from agent.kit.load import load_kit
 
     return load_kit("tiny", device="cpu", home=kit_home)
+
+
+@pytest.fixture(scope="session")
+def real_model(tmp_path_factory):
+    """SmolLM2-135M-Instruct prepared in a SPECWATCH_HOME of its own (the GGUF as its package ships it, a
+    transformers checkpoint, the shipped distilled draft): ~1 minute, once per session. Skipped with the
+    reason when its package is not installed (`make real`; CI installs it)."""
+    from agent.pretrained import catalog, source
+    from agent.pretrained.prepare import prepare
+
+    try:
+        source.locate(catalog.SMOLLM2)
+    except source.ModelMissingError as exc:
+        pytest.skip(str(exc))
+    return prepare(home=tmp_path_factory.mktemp("real-home"), say=lambda _: None, install_missing=False)
