@@ -38,7 +38,7 @@ def teacher_data(prepared: Prepared, new_tokens: int = 96, say: Callable[[str], 
     return save_streams(prepared, streams, about)
 
 
-def rebuild_draft(prepared: Prepared, *, steps: int = 1200, ship_it: bool = False, fresh_data: bool = False,
+def rebuild_draft(prepared: Prepared, *, steps: int = 600, ship_it: bool = False, fresh_data: bool = False,
                   say: Callable[[str], None] = print, progress: Progress | None = None,
                   data_progress: Callable[[int, int], None] | None = None) -> dict:
     """Teacher data (kept unless ``fresh_data``), a freshly trained draft under the model's folder; with

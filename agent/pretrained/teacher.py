@@ -36,8 +36,9 @@ def engine_streams(base_url: str, tokenizer, conversations: Sequence[list[dict]]
         answer.raise_for_status()
         body = answer.json()
         tokens = list(body.get("tokens") or [])
-        if body.get("stop_type") == "eos" or body.get("stopped_eos"):
-            tokens.append(tokenizer.eos_token_id)
+        eos = tokenizer.eos_token_id
+        if (body.get("stop_type") == "eos" or body.get("stopped_eos")) and tokens[-1:] != [eos]:
+            tokens.append(eos)  # the end of the turn is part of what the draft should predict
         done += 1
         if progress is not None:
             progress(done, len(prompts))
