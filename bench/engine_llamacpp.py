@@ -76,12 +76,14 @@ def configs(files: dict[str, Path], target: str, ports: dict[str, int]) -> dict[
 
 def start_proxy(upstreams: dict[str, str], port: int, db: str, log: Path, health_seconds: float = 0.5,
                 repo: Path = Path(__file__).resolve().parents[1], policy: str | None = None,
-                admin_port: int | None = None) -> subprocess.Popen:
+                admin_port: int | None = None, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     """`specwatch proxy` as a process of its own in front of ``upstreams`` (pool name: URL), run from the
     checkout ``repo`` (default this one), with ``policy`` (default: the proxy's), its admin listener on
-    ``admin_port`` (default: a free port; proxies run side by side); returns once its /health answers 200."""
+    ``admin_port`` (default: a free port; proxies run side by side) and ``extra`` options; returns once its
+    /health answers 200."""
     ups = [a for name, url in upstreams.items() for a in ("--upstream", f"{name}={url}")]
     ups += ["--policy", policy] if policy else []
+    ups += list(extra)
     if "admin_port" in (repo / "agent" / "cli" / "proxy.py").read_text():  # a checkout from before has none
         ups += ["--admin-port", str(admin_port or free_port())]
     proc = subprocess.Popen([sys.executable, "-c", "from agent.cli import main; main()", "proxy", *ups,

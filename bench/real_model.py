@@ -124,6 +124,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="per domain and configuration")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--policy", default=None, help="the proxy's policy (default: the proxy's own)")
+    parser.add_argument("--default-pool", default=SPEC_DEFAULT,
+                        help="the proxy's --default-pool (default k64: llama.cpp's own --spec-default); '' for none")
     parser.add_argument("--quick", action="store_true", help="20 requests, 32 tokens")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -143,14 +145,15 @@ def main() -> None:
            "requests": args.requests, "tokens": args.tokens, "threads_per_server": 1,
            "pools": {n: {"speculation": s, "lookahead": k} for n, (s, k) in POOLS.items()},
            "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-           "policy": args.policy or "the proxy's default"}
+           "policy": args.policy or "the proxy's default", "default_pool": args.default_pool or None}
     proxy = None
     try:
         for s in servers:
             s.start()
         port = free_port()
         proxy = start_proxy({n: s.base_url for n, s in behind.items()}, port, db, work / "proxy.log",
-                            policy=args.policy)
+                            policy=args.policy,
+                            extra=("--default-pool", args.default_pool) if args.default_pool else ())
         urls = {**{n: s.base_url for n, s in fixed.items()}, PROXY: f"http://127.0.0.1:{port}"}
         began = time.monotonic()
         with httpx.Client(timeout=600) as client:
