@@ -47,7 +47,7 @@ def proxy(
     SIGTERM or Ctrl-C: stop taking requests, flush every record, persist alerts, exit 0.
     """
     from agent import config as cfg
-    from agent.proxy.config import ProxyConfig, ProxyConfigError, Upstream
+    from agent.proxy.config import MAX_LOOKAHEAD, ProxyConfig, ProxyConfigError, Upstream
     from agent.proxy.domains import DomainError, DomainRule
     from agent.proxy.run import build, serve
     from storage import StoreError
@@ -65,7 +65,8 @@ def proxy(
         rules = tuple(DomainRule.parse(text) for text in domain_rule or ())
         names = {u.name for u in upstreams}
         chosen = policy or ("pool-model+switch" if "off" in names and len(names) > 1 else "pool-model")
-        kmax = max([8] + [u.lookahead for u in upstreams])
+        # Every K a pool may run, named or reported by its engine (/props): the policy must know each arm.
+        kmax = MAX_LOOKAHEAD
         sidecar = cfg.load(None, {"db": db, "pod": pod, "policy": chosen, "kmax": kmax,
                                   "sample_prompts": sample_prompts})
         options = ProxyConfig(upstreams, rules, host=host, port=port, sidecar=sidecar,

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from agent.config import SidecarConfig
 from agent.proxy.domains import DomainRule
+from storage.counts import MAX_LOOKAHEAD
 
 POOL_NAME = re.compile(r"^(off|k([1-9][0-9]?))$")
-MAX_LOOKAHEAD = 64
 
 
 class ProxyConfigError(ValueError):

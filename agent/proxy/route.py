@@ -35,9 +35,15 @@ class Router:
     def refresh(self) -> None:
         """The pools changed: the policy chooses among the lookaheads of the healthy ones."""
         arms = tuple(sorted({p.lookahead for p in self.pools.healthy()}))
-        if arms and arms != self._arms and self.restrictable is not None:
-            self.restrictable.restrict(arms)
-            log.info("policy arms now K in %s", list(arms))
+        policy = self.restrictable
+        if arms and arms != self._arms and policy is not None:
+            usable = tuple(k for k in arms if k <= policy.kmax)
+            if usable != arms:  # only a policy built with a smaller kmax than the proxy's own (tests, a library)
+                log.warning("pools of K in %s are over the policy's kmax %d: it never routes there",
+                            [k for k in arms if k > policy.kmax], policy.kmax)
+            if usable:
+                policy.restrict(usable)
+                log.info("policy arms now K in %s", list(usable))
         self._arms = arms
 
     def choose(self, domain: str) -> Route:

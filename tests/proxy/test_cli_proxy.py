@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import httpx
 from typer.testing import CliRunner
 
 from agent.cli import _register, app
+from records import StepRecord
 from storage import Store
 from storage.query import StatsQuery
 from tests.proxy.fake_engine import FakeEngine
@@ -28,6 +30,38 @@ def test_help_ends_with_an_example_and_bad_options_name_the_field():
     assert out.exit_code == 1 and "config: upstream: pool name must be off or kN" in out.output
     out = runner.invoke(app, ["proxy", "--upstream", "k2=http://127.0.0.1:1", "--domain-rule", "colour:x=y"])
     assert out.exit_code == 1 and "domain_rule" in out.output
+
+
+def test_pools_up_to_k64_pass_the_cli_and_the_store_takes_their_records(tmp_path, monkeypatch):
+    import agent.proxy.run as run
+
+    started = {}
+
+    def serve(options, runtime):
+        started["options"] = options
+        try:
+            runtime.sidecar.record(StepRecord(
+                domain="code", lookahead=64, accepted=300, emitted=340, draft_seconds=0.0, verify_seconds=0.0,
+                seconds=0.2, steps=40, drafted=64 * 40, pool="k64", target_version="t", draft_version="d",
+                timestamp=time.time()))
+            runtime.sidecar.flush(math.inf)
+            started["rows"] = runtime.sidecar.store.stats(StatsQuery(until=time.time() + 60, by=("lookahead",))).rows
+        finally:
+            runtime.close()
+        return 0
+
+    monkeypatch.setattr(run, "serve", serve)
+    _register()
+    db = f"sqlite:///{tmp_path / 'k64.db'}"
+    out = CliRunner().invoke(app, ["proxy", "--upstream", "k64=http://127.0.0.1:1", "--upstream",
+                                   "k8=http://127.0.0.1:2", "--upstream", "off=http://127.0.0.1:3", "--db", db])
+    assert out.exit_code == 0, out.output
+    options = started["options"]
+    assert [u.lookahead for u in options.upstreams] == [64, 8, 0] and options.sidecar.kmax == 64
+    (row,) = started["rows"]
+    assert (row["lookahead"], row["steps"], row["drafted"]) == (64, 40, 64 * 40)
+    out = CliRunner().invoke(app, ["proxy", "--upstream", "k65=http://127.0.0.1:1", "--db", db])
+    assert out.exit_code == 1 and "lookahead over 64" in out.output
 
 
 def test_the_process_records_and_flushes_everything_on_sigterm(tmp_path):
