@@ -60,8 +60,15 @@ def test_pools_up_to_k64_pass_the_cli_and_the_store_takes_their_records(tmp_path
     assert [u.lookahead for u in options.upstreams] == [64, 8, 0] and options.sidecar.kmax == 64
     (row,) = started["rows"]
     assert (row["lookahead"], row["steps"], row["drafted"]) == (64, 40, 64 * 40)
+    assert options.default_pool is None and options.sidecar.policy == "pool-cap+switch"
     out = CliRunner().invoke(app, ["proxy", "--upstream", "k65=http://127.0.0.1:1", "--db", db])
     assert out.exit_code == 1 and "lookahead over 64" in out.output
+    out = CliRunner().invoke(app, ["proxy", "--upstream", "k64=http://127.0.0.1:1", "--upstream",
+                                   "off=http://127.0.0.1:2", "--default-pool", "k64", "--db", db])
+    assert out.exit_code == 0 and started["options"].default_pool == "k64"
+    out = CliRunner().invoke(app, ["proxy", "--upstream", "k64=http://127.0.0.1:1", "--default-pool", "k8",
+                                   "--db", db])
+    assert out.exit_code == 1 and "config: default_pool: no pool named 'k8'" in out.output
 
 
 def test_the_process_records_and_flushes_everything_on_sigterm(tmp_path):

@@ -30,3 +30,10 @@ def test_config_checks():
         ProxyConfig((up,), health_seconds=0)
     with pytest.raises(ProxyConfigError, match="kmax"):
         ProxyConfig((Upstream.parse("k12=http://h:1"),))
+
+
+def test_the_default_pool_must_be_one_of_the_pools():
+    pools = (Upstream.parse("k4=http://h:1"), Upstream.parse("off=http://h:2"))
+    assert ProxyConfig(pools, default_pool="k4").default_pool == "k4"
+    with pytest.raises(ProxyConfigError, match=r"default_pool: no pool named 'k8' \(pools: k4, off\)"):
+        ProxyConfig(pools, default_pool="k8")

@@ -127,6 +127,18 @@ def test_a_draft_length_over_64_records_at_64(engines, proxy, caplog):
     assert runtime.proxy.pools.by_name["k8"].lookahead == 64 and "recording at K=64" in caplog.text
 
 
+def test_a_new_domain_starts_on_the_default_pool_at_the_k_its_engine_reports(engines, proxy):
+    ngram = FakeEngine(lookahead=64, accepted=20)
+    ngram.props_extra = {"speculative.n_max": 64}  # named k8, drafting up to 64 a step
+    pools = {"k8": engines(ngram), "k2": engines(FakeEngine(lookahead=2, accepted=1)), "off": engines(FakeEngine())}
+    url, runtime = proxy(pools, policy="pool-cap+switch", sidecar_options={"kmax": 64}, default_pool="k8")
+    assert runtime.sidecar.policy.policy.default == 64 and runtime.proxy.router.restrictable.arms == (0, 2, 64)
+    assert [ask(url, f"new-{i}") for i in range(3)] == ["k8"] * 3  # no evidence in any of them: the default
+    runtime.sidecar.ingest.drain(5.0)
+    decision = runtime.sidecar.decide("never-seen")
+    assert decision.lookahead == 64 and "default pool" in decision.reason
+
+
 def test_no_healthy_pool_gives_503(engines, proxy):
     engine = FakeEngine()
     engine.healthy = False
