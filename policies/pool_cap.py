@@ -31,7 +31,7 @@ from policies.arms import arm_of, restricted
 from policies.base import ArmStats, Decision, Outcome, Policy
 from policies.goodput import capped_goodput
 from policies.pool_cost import PoolCosts
-from policies.pool_rates import KEEP_AFTER_CHANGE, RateTable
+from policies.pool_rates import RateTable
 
 WARM_REQUESTS = 2.0  # stored history of a (domain, pool) counts as this many requests: a start, not a certainty
 WARM_STEPS = 64.0  # steps per warm request (the two-way fit weighs cells by steps)
@@ -176,10 +176,11 @@ class PoolCap(Policy):
         return self
 
     def reconsider(self) -> "PoolCap":
-        """A model version changed: every domain's rates keep a tenth of their weight (as after a ``jump``),
-        each pool's cost at most ``WARM_REQUESTS`` requests' worth: the new pair's first requests outweigh
-        both at once while the domains go on being served from what was known."""
-        self._rates.scale(KEEP_AFTER_CHANGE)
+        """A model version changed: every domain's rates keep a tenth of their weight and at most a
+        request's worth (as after a ``jump``), each pool's cost at most ``WARM_REQUESTS`` requests' worth:
+        the new pair's first requests outweigh both at once while the domains go on being served from what
+        was known."""
+        self._rates.cut()
         self._costs.doubt(WARM_REQUESTS)
         return self
 

@@ -18,7 +18,7 @@ first requests place it.
 Sums fade per request of the domain (``halflife``): a pool the domain stopped using falls back to the model
 and grows uncertain, so it is measured again when it might pay. A request whose accepted tokens per step
 lie more than ``jump`` spreads from its cell's is a change (a target update, a stale draft): the domain's
-evidence is cut to ``KEEP_AFTER_CHANGE`` at once. Spreads are relative to 1 + the rate (a step emits
+evidence is cut to a tenth, and to a request's worth at most, at once (``cut``). Spreads are relative to 1 + the rate (a step emits
 1 + accepted tokens), learnt per domain from the requests' deviations from their cells (copy-heavy prompts
 vary far more from request to request than chat), pulled toward every domain's.
 """
@@ -33,7 +33,8 @@ import numpy as np
 from policies.goodput import backed_out_acceptance, leviathan_tokens
 from policies.two_way import combine, two_way
 
-KEEP_AFTER_CHANGE = 0.1  # share of a domain's evidence kept after a jump or a version change
+KEEP_AFTER_CHANGE = 0.1  # share of a domain's evidence kept after a jump or a version change ...
+KEEP_REQUESTS = 1.0  # ... and at most this many requests' worth of it
 FULL = 0.9  # a pool drafting at least this share of K x steps drafts its K: Leviathan's model applies
 REQUESTS, STEPS, ACCEPTED, DRAFTED = range(4)  # the sums kept per (domain, pool)
 SPREAD_PRIOR, SPREAD_PRIOR_WEIGHT = 0.3, 4.0  # a request's relative spread before any is measured
@@ -180,7 +181,7 @@ class RateTable:
             self._deviations = self._deviations * self._spread_gamma + squares
             self._domain_deviations[row] = self._domain_deviations[row] * self._spread_gamma + squares
         if jumped:
-            self.scale(KEEP_AFTER_CHANGE, domain)
+            self.cut(domain)
         self._sums[row, :, col] += (1.0, steps, accepted, drafted)
         self._refit()
         return jumped
@@ -194,13 +195,17 @@ class RateTable:
             self._sums[row, :, self._col(k)] += (requests, steps, accepted, drafted)
             self._refit()
 
-    def scale(self, factor: float, domain: str | None = None) -> None:
-        """Multiply ``domain``'s evidence (every domain's: None) by ``factor``: the same means, less sure."""
+    def cut(self, domain: str | None = None) -> None:
+        """A change (a jump; a model version change: every domain, ``domain`` None): each domain's evidence
+        keeps ``KEEP_AFTER_CHANGE`` of its weight and at most ``KEEP_REQUESTS`` requests' worth, the same means
+        less sure, so the new figures outweigh the old from the next request on whatever the halflife."""
         self._memo.clear()
-        rows = slice(0, self._used) if domain is None else self._index.get(domain)
-        if rows is not None:
-            self._sums[rows] *= factor
-            self._requests[rows] *= factor
+        rows = range(self._used) if domain is None else [self._index[domain]] if domain in self._index else []
+        for row in rows:
+            held = float(self._sums[row, REQUESTS].sum())
+            factor = min(KEEP_AFTER_CHANGE, KEEP_REQUESTS / held) if held > 0 else KEEP_AFTER_CHANGE
+            self._sums[row] *= factor
+            self._requests[row] *= factor
 
     def forget(self, domain: str) -> None:
         self._memo.clear()

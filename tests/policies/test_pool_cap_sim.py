@@ -5,8 +5,8 @@ requests each, interleaved. Each domain must get >= 95% of its best fixed pool's
 requests and >= 90% over its first 20, as the mean over 16 seeds (each share on the same requests as the
 fixed pools').
 
-Power (bench/pool_cap_sim.py, the same 16 seeds): pool-cap passes every domain (means 96.4 / 98.4 / 98.1%
-over 200, 92.3 / 91.1 / 95.5% over the first 20; seeds meeting >= 95%: 11, 16, 15 of 16; >= 90% over the
+Power (bench/pool_cap_sim.py, the same 16 seeds): pool-cap passes every domain (means 96.5 / 98.4 / 98.0%
+over 200, 92.3 / 91.1 / 95.5% over the first 20; seeds meeting >= 95%: 13, 16, 15 of 16; >= 90% over the
 first 20: 12, 11, 16). The deliberately broken variant that shares a pool's seconds per step across domains
 without the drafted term fails logs, where k64 drafts 15 tokens a step against code's 7 (94.2% over 200,
 6 of 16 seeds; 87.2% over the first 20, 3 of 16), and pool-model (Leviathan's tokens at K = the cap, the
