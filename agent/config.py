@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from agent.ring_layout import check_name
 from common import settings
 from storage.config import StoreConfig
-from storage.counts import POSITIONS
+from storage.counts import MAX_LOOKAHEAD
 
 KIT_TARGETS = ("v1", "v2")
 RETAIN = ("retain_windows", "retain_minutes", "retain_hours", "retain_days")
@@ -34,6 +34,7 @@ class SidecarConfig:
     """Options of the sidecar process. Intervals are seconds; ``body_limit`` is bytes.
 
     - ``policy``: a policies.registry name; the policy benchmark's best, behind the on/off switch, by default.
+    - ``kmax``: the largest lookahead K (1..64; the store counts per-position acceptance for K up to 32).
     - ``max_domains``: domains the policy, detectors and metrics keep apart; more share the state of "other".
     - ``token``: when set, POST routes need ``Authorization: Bearer <token>``.
     - ``kit`` (a model kit size) or ``target_dir`` + ``draft_dir``: models for POST /v1/generate (optional).
@@ -116,7 +117,7 @@ class SidecarConfig:
         for name in ("host", "db", "pod", "policy", "device"):
             _text(name, getattr(self, name))
         _int("port", self.port, 0, 65535)  # 0: any free port
-        _int("kmax", self.kmax, 1, POSITIONS)  # the store counts positions 1..32
+        _int("kmax", self.kmax, 1, MAX_LOOKAHEAD)  # positions above 32 are not counted (storage/counts.py)
         _int("max_domains", self.max_domains, 1, 10_000)
         _int("body_limit", self.body_limit, 1024, 1 << 30)
         _int("max_new_tokens", self.max_new_tokens, 1, 1 << 20)

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import math
 from collections import deque
+from collections.abc import Callable
 
 from policies.base import Decision, Policy, StopDrafting, StopState
 from policies.switch import switch_of
@@ -107,6 +108,12 @@ class Defaults:
             self._policy = None
             self.decision = policy.decision(max(1, policy.kmax // 2), "half of kmax")
         else:
+            self.decision = self._policy.choose(_TEMPLATE_KEY)
+
+    def adjust(self, change: Callable[[Policy], object]) -> None:
+        """Apply ``change`` (``Sidecar.adjust_policy``) to the copy too and make its decision again."""
+        if self._policy is not None:
+            change(self._policy)
             self.decision = self._policy.choose(_TEMPLATE_KEY)
 
     def decide(self, domain: str) -> Decision:

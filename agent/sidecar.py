@@ -179,6 +179,14 @@ class Sidecar:
                     self.policy.reconsider()
         return key, found
 
+    def adjust_policy(self, change: Callable[[Policy], object]) -> None:
+        """Apply ``change`` to the policy (the proxy restricting its arms to the pools that are up, naming its
+        default pool) under the lock, and to the copy that answers domains without state, whose decision is
+        then made again: a new domain starts on a pool that is up, the default one when named."""
+        with self._lock:
+            change(self.policy)
+            self._defaults.adjust(change)
+
     def decide(self, domain: str) -> Decision:
         """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate)."""
         ready = self._ready.pop(domain, None)  # atomic: the worker made it after the domain's last record

@@ -54,7 +54,7 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two stats rows of one domain and lookahead (several drafts when none was asked for) as one: per-step
     measures weighted by steps."""
     steps = a["steps"] + b["steps"]
-    out = {**a, "steps": steps}
+    out = {**a, "steps": steps, "drafted": (a.get("drafted") or 0) + (b.get("drafted") or 0)}
     for name in ("tokens_per_step", "draft_seconds_per_step", "verify_seconds_per_step"):
         out[name] = ((a[name] or 0.0) * a["steps"] + (b[name] or 0.0) * b["steps"]) / steps
     return out
@@ -87,9 +87,11 @@ def _arm(row: dict[str, Any], positions: dict[int, tuple[int, int]]) -> ArmStats
     k = int(row["lookahead"])
     reached = tuple(positions.get(i, (0, 0))[0] for i in range(1, k + 1))
     accepted = tuple(positions.get(i, (0, 0))[1] for i in range(1, k + 1))
+    drafted = row.get("drafted")
     return ArmStats(k, steps, round(row["tokens_per_step"] * steps),
                     (row["draft_seconds_per_step"] or 0.0) * steps,
-                    (row["verify_seconds_per_step"] or 0.0) * steps, reached, accepted)
+                    (row["verify_seconds_per_step"] or 0.0) * steps, reached, accepted,
+                    None if drafted is None else int(drafted))
 
 
 def latest_versions(store: Store, pod: str) -> tuple[str | None, str | None]:

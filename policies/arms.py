@@ -120,3 +120,13 @@ def restricted(arms: Iterable[int], kmax: int) -> tuple[int, ...]:
     if not chosen:
         raise ValueError(f"restrict: no arm in 0..{kmax} among {arms!r}")
     return chosen
+
+
+def arm_of(arm: int | str, kmax: int) -> int:
+    """The lookahead an arm names: a K in 0..kmax, or a pool name ``off`` (0) / ``kN`` (N)."""
+    k = arm
+    if isinstance(arm, str):
+        k = 0 if arm == "off" else int(arm[1:]) if arm[:1] == "k" and arm[1:].isdigit() else None
+    if type(k) is not int or not 0 <= k <= kmax:
+        raise ValueError(f"arm must be a K in 0..{kmax} or a pool name off / kN, got {arm!r}")
+    return k

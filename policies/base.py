@@ -99,6 +99,8 @@ class ArmStats:
 
     ``reached[i]`` / ``accepted[i]``: drafts that reached position i + 1 / were accepted there (counted up
     to and including the first rejection, so accepted / reached is the conditional acceptance).
+    ``drafted``: tokens drafted in those steps (None: lookahead x steps; fewer where steps drafted less than
+    K, as n-gram self-speculation does).
     """
 
     lookahead: int
@@ -108,6 +110,7 @@ class ArmStats:
     verify_seconds: float
     reached: tuple[int, ...] = field(default=())
     accepted: tuple[int, ...] = field(default=())
+    drafted: int | None = None
 
 
 class Policy(ABC):
@@ -132,6 +135,11 @@ class Policy(ABC):
 
     def warm_start(self, domain: str, history: Sequence[ArmStats]) -> "Policy":
         """Start ``domain`` from stored totals instead of from zero; returns self. Default: ignore."""
+        return self
+
+    def prefer(self, arm: int | str | None) -> "Policy":
+        """Name the arm a domain without evidence starts on (the engine's own default pool: a K, or a pool
+        name ``off`` / ``kN``; None: none); returns self. Default: ignored (the policy has its own start)."""
         return self
 
     def stop_drafting(self, domain: str) -> StopDrafting | None:

@@ -82,6 +82,12 @@ class DecayingSums:
         resid = (self._nn - 2 * r * self._nd + r * r * self._dd) / n  # E[(num - R den)^2]
         return math.sqrt(max(resid, 0.0) / (n - 1)) / (den / n)
 
+    def moments(self, step: int) -> tuple[float, float, float, float, float, float]:
+        """The discounted sums at ``step``: weight, numerator, denominator, numerator², denominator² and
+        numerator x denominator (what a weighted least-squares line of numerator on denominator needs)."""
+        self._decay(step)
+        return self._n, self._num, self._den, self._nn, self._dd, self._nd
+
     def read(self, step: int) -> tuple[float, float]:
         """``(weight, ratio)`` at ``step`` in one call (the switch reads both every step)."""
         if step != self._at:

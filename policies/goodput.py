@@ -49,6 +49,14 @@ def implied_lengths(k: int, mean_accepted: float) -> list[float]:
     return [a ** j * (1.0 - a) for j in range(k)] + [a ** k]
 
 
+def capped_goodput(accepted: float, drafted: float, alpha: float, beta: float) -> float:
+    """Tokens per second of a pool whose steps accept ``accepted`` and draft ``drafted`` tokens on average
+    and cost ``alpha + beta * drafted`` seconds (policies/pool_cost.py): (1 + accepted) / that. It needs no
+    acceptance model: a pool named kN drafts anywhere from 0 to N a step (n-gram self-speculation, a draft
+    stopped early), so both are measured per step rather than derived from N. 0 without a cost."""
+    return goodput(1.0 + accepted, alpha + beta * drafted)
+
+
 def leviathan_speedup(a: float, k: int, c: float) -> float:
     """Leviathan et al.'s wall-time speed-up with draft/target cost ratio ``c`` (verify = one target step)."""
     return leviathan_tokens(a, k) / (k * c + 1.0)

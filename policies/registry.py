@@ -1,7 +1,9 @@
 """Policies by name, for the CLI, the sidecar's configuration and the benchmark.
 
 ``fixed:K``, ``heuristic``, ``thompson``, ``sliding-ucb``, ``model-based``, ``confidence-stop`` (early stop
-on top of model-based), ``pool-ucb`` and ``pool-model`` (arms restricted to the pools a proxy routes to); append ``+switch`` to put the policy behind the on/off switch.
+on top of model-based), ``pool-ucb``, ``pool-model`` and ``pool-cap`` (arms restricted to the pools a proxy
+routes to; pool-cap for pools whose K caps a drafting that varies per step); append ``+switch`` to put the
+policy behind the on/off switch.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from policies.base import Policy
 
 NAMES = ("fixed:K", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop", "pool-ucb",
-         "pool-model")
+         "pool-model", "pool-cap")
 SWITCH = "+switch"
 
 
@@ -20,8 +22,10 @@ def make(name: str, kmax: int = 8, seed: int | None = None) -> Policy:
         from policies.switched import Switched
 
         inner = make(name[: -len(SWITCH)], kmax, seed)
-        # A pool policy's outcomes are whole requests: the switch counts requests, not steps.
-        config = SwitchConfig.per_request() if getattr(inner, "per_request", False) else None
+        # A pool policy's outcomes are whole requests: the switch counts requests, not steps. One that weighs
+        # K = 0 itself (measured once for all domains) is not overruled: the switch only reports.
+        config = (SwitchConfig.deferring() if getattr(inner, "weighs_off", False)
+                  else SwitchConfig.per_request() if getattr(inner, "per_request", False) else None)
         return Switched(inner, Switch(config, seed=seed))
     base, _, arg = name.partition(":")
     if base == "fixed":
@@ -56,6 +60,10 @@ def make(name: str, kmax: int = 8, seed: int | None = None) -> Policy:
         from policies.pool_model import PoolModel
 
         return PoolModel(kmax=kmax, seed=seed)
+    if base == "pool-cap":
+        from policies.pool_cap import PoolCap
+
+        return PoolCap(kmax=kmax, seed=seed)
     if base == "confidence-stop":
         from policies.confidence import ConfidenceStop
         from policies.model_based import ModelBased

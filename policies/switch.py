@@ -16,6 +16,7 @@ SpeculationGate), speculation goes off again at once.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -43,6 +44,7 @@ class SwitchConfig:
     collapse_ratio: float = 0.5  # acceptance below this share of the probes' acceptance is a collapse
     watch_tokens: int = 32  # drafted tokens needed before the watch judges
     reconsider_steps: int = 200  # after a model version change, steps of an off domain probed at investigate_fraction
+    hold: bool = True  # while off, hold the policy's K > 0 back (False: it runs, measured as a probe)
 
     @classmethod
     def per_request(cls) -> "SwitchConfig":
@@ -55,7 +57,21 @@ class SwitchConfig:
                    probe_fraction=0.02, baseline_fraction=0.02, investigate_fraction=0.1, watch_steps=10,
                    watch_tokens=32, reconsider_steps=10)
 
+    @classmethod
+    def deferring(cls) -> "SwitchConfig":
+        """For a pool policy that weighs K = 0 itself (pool-cap: the ``off`` pool is one of its arms, its speed
+        measured once for all domains). The switch then forces nothing: no K = 0 measured per domain, no
+        probes, and while off the policy's K > 0 runs. It still follows each domain's requests and reports
+        transitions (off once the policy has run K = 0 for ``dwell`` requests, on once speculation pays
+        again). Holding K > 0 back behind a policy that already chose it for its measured goodput lost the
+        requests the switch spent on ``off`` per domain to measure what the policy knew, and kept a domain on
+        ``off`` for dozens of requests after the policy had moved back to a draft pool."""
+        return dataclasses.replace(cls.per_request(), baseline_fraction=0.0, investigate_fraction=0.0,
+                                   probe_fraction=0.0, hold=False)
+
     def __post_init__(self) -> None:
+        if not isinstance(self.hold, bool):
+            raise ValueError(f"hold must be True or False, got {self.hold!r}")
         for name in ("margin_off", "margin_on", "probe_fraction", "baseline_fraction", "investigate_fraction",
                      "collapse_ratio"):
             value = getattr(self, name)
@@ -174,6 +190,8 @@ class Switch:
             if proposed > 0 and s.suspect and s.since_baseline * cfg.investigate_fraction >= 1:
                 return 0, "switch: measuring K=0 (speculation looks slower)"
             return proposed, ""
+        if proposed > 0 and not cfg.hold:
+            return proposed, ""
         rate = cfg.investigate_fraction if s.suspect or s.reconsider_left > 0 else cfg.probe_fraction
         if self._rng.random() < rate:
             k = proposed if proposed > 0 else (self._best_arm(s) or fallback)
@@ -196,8 +214,9 @@ class Switch:
             s.speculative.add(step, emitted, seconds)
             s.speculative_slow.add(step, emitted, seconds)
             if not s.on:
-                # Probes are rare, so their memory spans as many probes as `halflife` spans steps.
-                halflife = cfg.halflife / max(cfg.probe_fraction, 1e-3)
+                # Probes are rare, so their memory spans as many probes as `halflife` spans steps (not held back,
+                # they are the policy's own choices, as frequent as any).
+                halflife = cfg.halflife / max(cfg.probe_fraction, 1e-3) if cfg.hold else cfg.halflife
                 s.probes = s.probes or DecayingSums(halflife)
                 s.probe_acceptance = s.probe_acceptance or DecayingSums(halflife)
                 s.probe_depth = s.probe_depth or DecayingSums(halflife)

@@ -62,6 +62,10 @@ class Switched(Policy):
         self.switch.warm_start(domain, history, on)
         return self
 
+    def prefer(self, arm: int | str | None) -> "Switched":
+        self.policy.prefer(arm)
+        return self
+
     def stop_drafting(self, domain: str) -> StopDrafting | None:
         return self.policy.stop_drafting(domain)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storage.counts import POSITIONS
+from storage.counts import MAX_LOOKAHEAD, POSITIONS
 
 DAY = 86_400
 
@@ -13,7 +13,8 @@ DAY = 86_400
 class StoreConfig:
     """Limits, window size and retention per tier (seconds).
 
-    - ``kmax``: the largest lookahead a record may carry; positions 1..kmax are counted.
+    - ``kmax``: the largest lookahead a record may carry (up to 64); positions 1..min(kmax, 32) are counted
+      (a per-step record of K over 32 keeps its sums; its positions above 32 are not counted).
     - ``window_seconds``: length of the in-memory aggregation window; divides 60 so windows nest in minutes.
     - ``late_seconds``: how long a flushed window still accepts late records; older records are counted in
       the oldest window still open to them, so a re-flush never replaces stored totals with partial ones.
@@ -44,9 +45,9 @@ class StoreConfig:
     max_windows_kept: int = 20_000
 
     def __post_init__(self) -> None:
-        if type(self.kmax) is not int or not 1 <= self.kmax <= POSITIONS:
-            raise ValueError(f"kmax must be an integer in 1..{POSITIONS} (positions the store counts), "
-                             f"got {self.kmax!r}")
+        if type(self.kmax) is not int or not 1 <= self.kmax <= MAX_LOOKAHEAD:
+            raise ValueError(f"kmax must be an integer in 1..{MAX_LOOKAHEAD} (positions 1..{POSITIONS} are "
+                             f"counted), got {self.kmax!r}")
         if type(self.max_domain_length) is not int or not 1 <= self.max_domain_length <= 256:
             raise ValueError(f"max_domain_length must be in 1..256, got {self.max_domain_length!r}")
         if type(self.window_seconds) is not int or self.window_seconds < 1 or 60 % self.window_seconds:

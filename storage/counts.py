@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-POSITIONS = 32  # per-position counts are kept for positions 1..POSITIONS: the largest K a store takes
+MAX_LOOKAHEAD = 64  # the largest K a store takes (llama.cpp's n-gram --spec-default drafts up to 64 a step)
+POSITIONS = 32  # per-position counts are kept for positions 1..POSITIONS; a per-step record of a larger K keeps
+# its sums, and its positions above POSITIONS are not counted (aggregate records have no positions anyway)
 SeriesKey = tuple[str, str, str, str, int]  # pod, domain, target_version, draft_version, lookahead
 
 

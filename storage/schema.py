@@ -4,7 +4,7 @@ Step history lives in four tiers of the same shape: ``windows`` (a few seconds),
 and ``days`` (UTC days: a month of a fleet is 30 rows per series, not 720). A row holds sums and counts
 for one series in one bucket, never averages. Per-position counts are in the same row: ``at_least_i`` is
 the number of per-step records that accepted at least i drafted tokens, for i = 0..K of the series' K, and
-NULL above it (PostgreSQL stores a NULL as one bit). Position i was reached ``at_least_{i-1}`` times and
+NULL above it (PostgreSQL stores a NULL as one bit); a series of K over 32 (up to 64) counts i = 0..32 only. Position i was reached ``at_least_{i-1}`` times and
 accepted ``at_least_i`` times. A row per drafted position reached had been 60% of the bytes of a fleet.
 """
 

@@ -11,7 +11,7 @@ from agent.cli.output import fail
 
 EXAMPLE = ("Example: SPECWATCH_TOKEN=$(cat token) specwatch proxy --upstream k4=http://127.0.0.1:8081 "
            "--upstream off=http://127.0.0.1:8082 --domain-rule model:coder=code --db sqlite:///specwatch.db "
-           "--port 8788 --admin-port 8789")
+           "--default-pool k4 --port 8788 --admin-port 8789")
 
 
 def proxy(
@@ -32,7 +32,10 @@ def proxy(
     db: Annotated[Optional[str], typer.Option(
         "--db", help="Database URL; default SPECWATCH_DB or sqlite:///specwatch.db.", show_default=False)] = None,
     policy: Annotated[Optional[str], typer.Option(
-        help="Policy over the pools; default pool-model+switch with an off pool, else pool-model.")] = None,
+        help="Policy over the pools; default pool-cap+switch with an off pool, else pool-cap.")] = None,
+    default_pool: Annotated[Optional[str], typer.Option(
+        help="The pool a domain starts on before anything is measured in it: the engine's own default (e.g. "
+             "the pool run with llama.cpp's --spec-default); default: the policy's own start.")] = None,
     pod: Annotated[Optional[str], typer.Option(help="This pod's name; default SPECWATCH_POD or host name.")] = None,
     health_seconds: Annotated[float, typer.Option(help="Seconds between health checks of each pool.")] = 2.0,
     read_timeout: Annotated[float, typer.Option(
@@ -54,7 +57,7 @@ def proxy(
     SIGTERM or Ctrl-C: stop taking requests, flush every record, persist alerts, exit 0.
     """
     from agent import config as cfg
-    from agent.proxy.config import ProxyConfig, ProxyConfigError, Upstream
+    from agent.proxy.config import MAX_LOOKAHEAD, ProxyConfig, ProxyConfigError, Upstream
     from agent.proxy.domains import DomainError, DomainRule
     from agent.proxy.listeners import ListenError
     from agent.proxy.run import build, serve
@@ -72,13 +75,15 @@ def proxy(
         upstreams = tuple(Upstream(u.name, u.url, drafts.get(u.name)) for u in upstreams)
         rules = tuple(DomainRule.parse(text) for text in domain_rule or ())
         names = {u.name for u in upstreams}
-        chosen = policy or ("pool-model+switch" if "off" in names and len(names) > 1 else "pool-model")
-        kmax = max([8] + [u.lookahead for u in upstreams])
+        chosen = policy or ("pool-cap+switch" if "off" in names and len(names) > 1 else "pool-cap")
+        # Every K a pool may run, named or reported by its engine (/props): the policy must know each arm.
+        kmax = MAX_LOOKAHEAD
         sidecar = cfg.load(None, {"db": db, "pod": pod, "policy": chosen, "kmax": kmax,
                                   "sample_prompts": sample_prompts})
         options = ProxyConfig(upstreams, rules, host=host, port=port, admin_host=admin_host, admin_port=admin_port,
                               sidecar=sidecar, health_seconds=health_seconds, connect_seconds=connect_timeout,
-                              read_seconds=read_timeout, hash_models=hash_models)
+                              read_seconds=read_timeout, hash_models=hash_models,
+                              default_pool=default_pool)
         runtime = build(options)
     except (ProxyConfigError, DomainError, cfg.ConfigError) as exc:
         raise fail(f"config: {exc}")

@@ -68,7 +68,7 @@ class Proxy:
 
     def __init__(self, config: ProxyConfig, sidecar: Sidecar, pools: Pools, metrics: ProxyMetrics):
         self.config, self.sidecar, self.pools, self.metrics = config, sidecar, pools, metrics
-        self.router = Router(sidecar, pools)
+        self.router = Router(sidecar, pools, config.default_pool)
         self._rules_read_body = any(rule.kind != "path" for rule in config.rules)
         self.sampler = live_sample(config.sidecar.sample_prompts, config.sidecar.token,
                                    "/sample of the admin listener")

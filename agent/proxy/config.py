@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from agent.config import SidecarConfig
 from agent.proxy.domains import DomainRule
+from storage.counts import MAX_LOOKAHEAD
 
 POOL_NAME = re.compile(r"^(off|k([1-9][0-9]?))$")
-MAX_LOOKAHEAD = 64
 
 
 class ProxyConfigError(ValueError):
@@ -76,6 +76,8 @@ class ProxyConfig:
     - ``sidecar``: store, alerts, metrics and policy options, as for `specwatch serve`.
     - ``admin_host`` / ``admin_port``: the admin listener, specwatch's own routes (agent/proxy/admin.py), off
       the inference port; loopback by default. Port 0 (either listener): any free port.
+    - ``default_pool``: the pool a domain without evidence starts on (the engine's own default, e.g. the
+      pool run with llama.cpp's --spec-default); None: the policy's own start.
     """
 
     upstreams: tuple[Upstream, ...]
@@ -84,7 +86,7 @@ class ProxyConfig:
     port: int = 8788
     admin_host: str = "127.0.0.1"
     admin_port: int = 8789
-    sidecar: SidecarConfig = field(default_factory=lambda: SidecarConfig(policy="pool-model"))
+    sidecar: SidecarConfig = field(default_factory=lambda: SidecarConfig(policy="pool-cap"))
     health_seconds: float = 2.0
     connect_seconds: float = 5.0
     read_seconds: float = 600.0
@@ -92,6 +94,7 @@ class ProxyConfig:
     max_body: int = 16 * 1024 * 1024
     max_record_body: int = 8 * 1024 * 1024
     hash_models: bool = True
+    default_pool: str | None = None
 
     def __post_init__(self) -> None:
         if not self.upstreams:
@@ -116,6 +119,9 @@ class ProxyConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1024:
                 raise ProxyConfigError(name, f"must be an integer of at least 1024 bytes, got {value!r}")
+        if self.default_pool is not None and self.default_pool not in names:
+            raise ProxyConfigError("default_pool", f"no pool named {self.default_pool!r} (pools: "
+                                                   f"{', '.join(names)})")
         if any(u.lookahead > self.sidecar.kmax for u in self.upstreams):
             raise ProxyConfigError("upstream", f"a pool's K is over kmax={self.sidecar.kmax}; raise kmax")
 

@@ -18,7 +18,7 @@ from typing import Callable
 
 import aiohttp
 
-from agent.proxy.config import Upstream
+from agent.proxy.config import MAX_LOOKAHEAD, Upstream
 from agent.proxy.versions import FileVersions, models_id, props_lookahead, props_paths, slots_speculate
 
 log = logging.getLogger("specwatch.proxy")
@@ -136,10 +136,16 @@ class Pools:
 
     @staticmethod
     def _lookahead(pool: Pool, props: object, speculates: bool | None, draft_path: str | None) -> None:
-        """What the engine reports about its speculation overrides the pool's name (a mismatch is logged)."""
+        """What the engine reports about its speculation overrides the pool's name (a mismatch is logged): a
+        pool named k8 whose engine drafts up to 64 a step (llama.cpp n-gram, --spec-default) records at K=64,
+        so its requests are stored rather than refused for drafting more than 8 a step."""
         named, reported = pool.upstream.lookahead, props_lookahead(props)
         if speculates is False or (reported is not None and (named > 0 or draft_path is not None)):
             k = 0 if speculates is False else reported
+            if k > MAX_LOOKAHEAD:  # a store takes K up to 64: steps that draft more are refused, the rest kept
+                log.warning("pool %s: the engine reports draft length %d; recording at K=%d, the most a store "
+                            "takes", pool.name, k, MAX_LOOKAHEAD)
+                k = MAX_LOOKAHEAD
             if k != pool.lookahead:
                 log.warning("pool %s: the engine reports %s, not K=%d as the name says; recording K=%d", pool.name,
                             "no speculation" if speculates is False else f"draft length {k}", named, k)

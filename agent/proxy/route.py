@@ -26,19 +26,30 @@ class Route:
 
 
 class Router:
-    def __init__(self, sidecar: Sidecar, pools: Pools):
-        self.sidecar, self.pools = sidecar, pools
+    def __init__(self, sidecar: Sidecar, pools: Pools, default_pool: str | None = None):
+        self.sidecar, self.pools, self.default_pool = sidecar, pools, default_pool
         self.observe_only = len(pools.all) == 1
         self.restrictable = _restrictable(sidecar.policy)
-        self._arms: tuple[int, ...] = ()
+        self._shape: tuple[tuple[int, ...], int | None] = ((), None)
 
     def refresh(self) -> None:
-        """The pools changed: the policy chooses among the lookaheads of the healthy ones."""
+        """The pools changed: the policy chooses among the lookaheads of the healthy ones, and starts a domain
+        without evidence on the default pool at the K its engine reports now."""
         arms = tuple(sorted({p.lookahead for p in self.pools.healthy()}))
-        if arms and arms != self._arms and self.restrictable is not None:
-            self.restrictable.restrict(arms)
-            log.info("policy arms now K in %s", list(arms))
-        self._arms = arms
+        default = self.pools.by_name[self.default_pool].lookahead if self.default_pool is not None else None
+        policy = self.restrictable
+        if arms and (arms, default) != self._shape and policy is not None:
+            usable = tuple(k for k in arms if k <= policy.kmax)
+            if usable != arms:  # only a policy built with a smaller kmax than the proxy's own (tests, a library)
+                log.warning("pools of K in %s are over the policy's kmax %d: it never routes there",
+                            [k for k in arms if k > policy.kmax], policy.kmax)
+            if default is not None and default > policy.kmax:
+                default = None
+            if usable:
+                self.sidecar.adjust_policy(lambda p: _shape(p, usable, default))
+                log.info("policy arms now K in %s%s", list(usable),
+                         "" if default is None else f", default K={default} ({self.default_pool})")
+        self._shape = (arms, default)
 
     def choose(self, domain: str) -> Route:
         healthy = self.pools.healthy()
@@ -70,6 +81,13 @@ class Router:
             return self.choose(domain)
         decision = self.sidecar.latest(domain)
         return None if decision is None else Route(self.pool_for(decision.lookahead, healthy), decision)
+
+
+def _shape(policy, arms: tuple[int, ...], default: int | None) -> None:
+    """Restrict ``policy`` (or the one a wrapper holds) to ``arms``; name ``default`` its default arm."""
+    _restrictable(policy).restrict(arms)
+    if default is not None:
+        policy.prefer(default)
 
 
 def _restrictable(policy):

@@ -13,7 +13,7 @@ import uvicorn
 
 from agent.jobs import Intervals, Jobs
 from agent.proxy.app import Proxy, create_app
-from agent.proxy.config import ProxyConfig
+from agent.proxy.config import MAX_LOOKAHEAD, ProxyConfig
 from agent.proxy.listeners import ListenError, Listeners, bind
 from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pools
@@ -61,7 +61,9 @@ class ProxyRuntime:
 def build(config: ProxyConfig) -> ProxyRuntime:
     """Open the store, wire the sidecar and the proxy (nothing started)."""
     sc = config.sidecar
-    store = Store.open(sc.db, sc.store_config(kmax=max(16, sc.kmax)))
+    # A pool records at the K its engine reports (agent/proxy/pools.py), which may exceed its name's: the store
+    # takes every K a pool can have.
+    store = Store.open(sc.db, sc.store_config(kmax=MAX_LOOKAHEAD))
     try:
         watch, alerts, metrics = components(sc, store)
         sidecar = Sidecar(store, make(sc.policy, sc.kmax, sc.seed), watch=watch, alerts=alerts, metrics=metrics,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agent.warm import arm_history, switch_states
-from history import T0, step
+from history import T0, aggregate, step
 from policies.switch import Switch
-from storage import Store
+from storage import Store, StoreConfig
 
 
 @pytest.fixture
@@ -29,6 +29,18 @@ def test_arm_history_sums_per_lookahead_and_position_for_the_current_target(stor
     assert four.draft_seconds == pytest.approx(0.04) and four.verify_seconds == pytest.approx(0.1)
     assert four.reached == (10, 10, 10, 0) and four.accepted == (10, 10, 0, 0)
     assert (arms[0].steps, arms[0].emitted) == (5, 5) and arms[0].verify_seconds == pytest.approx(0.04)
+
+
+def test_arm_history_carries_what_aggregate_records_drafted(tmp_path):
+    # An n-gram pool capped at 64 drafted 95 tokens over 30 steps: history says so, not 64 x 30.
+    with Store.open(f"sqlite:///{tmp_path / 'k64.db'}", StoreConfig(kmax=64), clock=lambda: T0 + 3600,
+                    backfill=True) as store:
+        store.write_records([aggregate("code", 64, steps=30, drafted=95, accepted=80, ts=T0 + 1, seconds=0.4),
+                             aggregate("code", 64, steps=10, drafted=20, accepted=15, ts=T0 + 2, seconds=0.1,
+                                       draft="d2")])
+        store.flush(now=T0 + 3600)
+        (arm,) = arm_history(store, "t1", since=T0 - 60, now=T0 + 3600)["code"]  # both drafts' rows, merged
+    assert (arm.lookahead, arm.steps, arm.drafted, arm.emitted) == (64, 40, 115, 135)
 
 
 def test_history_older_than_the_current_draft_is_not_used(store):

@@ -10,7 +10,7 @@ from policies.base import ArmStats, Decision, Policy
 from synthetic_world import World
 
 NAMES = ["fixed:3", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop", "pool-ucb",
-         "pool-model"]
+         "pool-model", "pool-cap"]
 ALL = NAMES + [n + "+switch" for n in NAMES]
 
 

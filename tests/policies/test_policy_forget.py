@@ -11,7 +11,8 @@ from policies.base import ArmStats, Policy
 from synthetic_world import World
 from traces import traces
 
-NAMES = ["fixed:3", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop", "pool-model"]
+NAMES = ["fixed:3", "heuristic", "thompson", "sliding-ucb", "model-based", "confidence-stop", "pool-model",
+         "pool-cap"]
 ALL = NAMES + [n + "+switch" for n in NAMES]
 GONE, KEPT = "evicted-domain-7f3a", "kept-domain-91c2"
 

@@ -15,9 +15,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: bench/ is not installed
 
 from bench.pool_world import POOLS, PoolWorld, goodput, run  # noqa: E402
-from policies.base import Decision, Outcome, Policy  # noqa: E402
 from policies.goodput import leviathan_tokens  # noqa: E402
 from policies.pool_model import PoolModel, backed_out_acceptance, pool_goodput  # noqa: E402
+from pool_checks import RandomPools, stale_draft_moves_to_off  # noqa: E402
 
 ACCEPT = {"code": 0.97, "prose": 0.9, "logs": 0.8, "chat": 0.94}  # best: k4, k2, off, k4
 ARMS = sorted(POOLS.values())
@@ -53,18 +53,6 @@ def test_pool_goodput():
     assert pool_goodput(0.5, 2, 0.0) == 0.0
 
 
-class RandomPools(Policy):
-    """The broken variant: any available pool, uniformly."""
-
-    name = "random-pools"
-
-    def choose(self, domain: str) -> Decision:
-        return self.decision(self._rng.choice(ARMS), "random")
-
-    def update(self, domain: str, outcome: Outcome) -> "RandomPools":
-        return self
-
-
 def expected(domain: str, k: int) -> float:
     w = PoolWorld(ACCEPT)
     return leviathan_tokens(ACCEPT[domain], k) / (1.0 if k == 0 else w.overhead + w.draft * k)
@@ -98,14 +86,7 @@ def test_a_random_router_fails_the_same_check():
 
 def test_a_stale_draft_moves_to_off_within_fifty_requests():
     for seed in SEEDS:
-        world = PoolWorld({"d": 0.94}, seed=seed)
-        policy = PoolModel(seed=seed).restrict(ARMS)
-        before = run(policy, world, ["d"], 40)["d"]
-        assert sum(o.lookahead > 0 for o in before[-20:]) >= 18
-        world.accept["d"] = 0.47  # a target update: the draft's acceptance halves
-        after = [o.lookahead for o in run(policy, world, ["d"], 50, start=40)["d"]]
-        first_off = after.index(0)
-        assert first_off <= 3 and after[first_off:].count(0) >= len(after[first_off:]) - 2, after
+        stale_draft_moves_to_off(PoolModel(seed=seed).restrict(ARMS), seed, within=3)
 
 
 def test_untried_pools_first_then_only_available_ones():

@@ -218,7 +218,7 @@ def test_domains_are_independent():
 
 
 @pytest.mark.parametrize("field,value", [("margin_off", 1.0), ("dwell", 0), ("halflife", 0.0),
-                                         ("probe_fraction", -0.1), ("watch_tokens", 1.5)])
+                                         ("probe_fraction", -0.1), ("watch_tokens", 1.5), ("hold", "no")])
 def test_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         SwitchConfig(**{field: value})

@@ -58,3 +58,22 @@ def test_a_stale_draft_still_leaves_for_off_within_a_few_requests():
         settled = next(j for j in range(len(ks) - 4) if not any(ks[j:j + 5]))
         assert settled <= 6, (seed, ks)
         assert not policy.switch.is_on("code") or ks[-5:] == [0] * 5
+
+
+def test_a_deferring_switch_never_overrules_the_policy_and_still_reports():
+    # pool-cap weighs K = 0 itself: behind SwitchConfig.deferring() the switch forces no K = 0 request (no
+    # baseline per domain, no probes) and lets the policy's K > 0 through while off; it reports transitions.
+    switch = Switch(SwitchConfig.deferring(), seed=0)
+    switch.warm_start("d", [], on=False)
+    assert switch.gate("d", 8) == (8, "") and switch.gate("d", 0)[0] == 0
+    on = Switch(SwitchConfig.deferring(), seed=0)
+    assert all(on.gate("d", 4) == (4, "") for _ in range(200))
+    held = Switch(SwitchConfig.per_request(), seed=0)  # the broken variant: the switch that holds K > 0 back
+    held.warm_start("d", [], on=False)
+    assert sum(held.gate("d", 8)[0] == 0 for _ in range(100)) > 90
+    for _ in range(5):
+        switch.update("d", PoolWorld({"d": 0.9}).request("d", 0, 0))
+    assert [t.speculate for t in switch.transitions("d")] == []  # off already: K = 0 requests change nothing
+    for i in range(5):
+        on.update("d", PoolWorld({"d": 0.9}).request("d", 0, i))
+    assert [t.speculate for t in on.transitions("d")] == [False]  # the policy ran K = 0: reported off

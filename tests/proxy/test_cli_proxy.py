@@ -3,6 +3,7 @@ listener only (behind the token), records, flushes every record on SIGTERM and e
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import httpx
 from typer.testing import CliRunner
 
 from agent.cli import _register, app
+from records import StepRecord
 from storage import Store
 from storage.query import StatsQuery
 from tests.proxy.fake_engine import FakeEngine
@@ -34,6 +36,45 @@ def test_help_ends_with_an_example_and_bad_options_name_the_field(tmp_path):
     out = runner.invoke(app, ["proxy", "--upstream", "k2=http://127.0.0.1:1", "--db", f"sqlite:///{tmp_path / 'p.db'}",
                               "--port", str(port), "--admin-port", str(port)])
     assert out.exit_code == 1 and f"admin listener: port {port} is the inference listener's" in out.output
+
+
+def test_pools_up_to_k64_pass_the_cli_and_the_store_takes_their_records(tmp_path, monkeypatch):
+    import agent.proxy.run as run
+
+    started = {}
+
+    def serve(options, runtime):
+        started["options"] = options
+        try:
+            runtime.sidecar.record(StepRecord(
+                domain="code", lookahead=64, accepted=300, emitted=340, draft_seconds=0.0, verify_seconds=0.0,
+                seconds=0.2, steps=40, drafted=64 * 40, pool="k64", target_version="t", draft_version="d",
+                timestamp=time.time()))
+            runtime.sidecar.flush(math.inf)
+            started["rows"] = runtime.sidecar.store.stats(StatsQuery(until=time.time() + 60, by=("lookahead",))).rows
+        finally:
+            runtime.close()
+        return 0
+
+    monkeypatch.setattr(run, "serve", serve)
+    _register()
+    db = f"sqlite:///{tmp_path / 'k64.db'}"
+    out = CliRunner().invoke(app, ["proxy", "--upstream", "k64=http://127.0.0.1:1", "--upstream",
+                                   "k8=http://127.0.0.1:2", "--upstream", "off=http://127.0.0.1:3", "--db", db])
+    assert out.exit_code == 0, out.output
+    options = started["options"]
+    assert [u.lookahead for u in options.upstreams] == [64, 8, 0] and options.sidecar.kmax == 64
+    (row,) = started["rows"]
+    assert (row["lookahead"], row["steps"], row["drafted"]) == (64, 40, 64 * 40)
+    assert options.default_pool is None and options.sidecar.policy == "pool-cap+switch"
+    out = CliRunner().invoke(app, ["proxy", "--upstream", "k65=http://127.0.0.1:1", "--db", db])
+    assert out.exit_code == 1 and "lookahead over 64" in out.output
+    out = CliRunner().invoke(app, ["proxy", "--upstream", "k64=http://127.0.0.1:1", "--upstream",
+                                   "off=http://127.0.0.1:2", "--default-pool", "k64", "--db", db])
+    assert out.exit_code == 0 and started["options"].default_pool == "k64"
+    out = CliRunner().invoke(app, ["proxy", "--upstream", "k64=http://127.0.0.1:1", "--default-pool", "k8",
+                                   "--db", db])
+    assert out.exit_code == 1 and "config: default_pool: no pool named 'k8'" in out.output
 
 
 def test_the_process_keeps_its_routes_off_the_inference_port_and_flushes_everything_on_sigterm(tmp_path):

@@ -35,3 +35,10 @@ def test_config_checks():
     with pytest.raises(ProxyConfigError, match="admin_host: must be non-empty"):
         ProxyConfig((up,), admin_host=" ")
     assert (ProxyConfig((up,)).admin_host, ProxyConfig((up,)).admin_port) == ("127.0.0.1", 8789)
+
+
+def test_the_default_pool_must_be_one_of_the_pools():
+    pools = (Upstream.parse("k4=http://h:1"), Upstream.parse("off=http://h:2"))
+    assert ProxyConfig(pools, default_pool="k4").default_pool == "k4"
+    with pytest.raises(ProxyConfigError, match=r"default_pool: no pool named 'k8' \(pools: k4, off\)"):
+        ProxyConfig(pools, default_pool="k8")

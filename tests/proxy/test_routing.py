@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import time
+
 import httpx
 
 from agent.proxy.config import Upstream
 from agent.proxy.pools import Pool, Pools
 from agent.proxy.route import Router
 from policies.switch import SwitchConfig
+from storage.query import StatsQuery
 from tests.proxy.fake_engine import FakeEngine
 from tests.proxy.test_proxy import wait_for
 
@@ -95,6 +99,44 @@ def test_an_engine_reporting_its_draft_length_overrides_the_name(engines, proxy,
     url, runtime = proxy({"k4": engines(engine)})
     assert runtime.proxy.pools.by_name["k4"].lookahead == 3
     assert "reports draft length 3, not K=4" in caplog.text
+
+
+def test_an_engine_reporting_a_longer_draft_than_the_name_records_at_the_engine_k(engines, proxy, caplog):
+    # llama.cpp n-gram self-speculation (--spec-default) drafts up to 64 a step behind a pool named k8: its
+    # records carry K=64 and are stored, where K=8 would refuse every request that drafted over 8 a step.
+    engine = FakeEngine(lookahead=64, accepted=40)
+    engine.props_extra = {"speculative.n_max": 64}
+    url, runtime = proxy({"k8": engines(engine), "off": engines(FakeEngine())}, sidecar_options={"kmax": 64})
+    assert runtime.proxy.pools.by_name["k8"].lookahead == 64 and runtime.proxy.router.restrictable.arms == (0, 64)
+    assert "reports draft length 64, not K=8" in caplog.text
+    runtime.proxy.router.pool_for = lambda k, healthy: runtime.proxy.pools.by_name["k8"]
+    ask(url, "code", n=120)
+    wait_for(lambda: runtime.taken)
+    (record,) = runtime.taken
+    assert (record.lookahead, record.drafted, record.pool) == (64, engine.drafted_total, "k8")
+    assert record.drafted > 8 * record.steps
+    runtime.sidecar.flush(math.inf)
+    (row,) = runtime.sidecar.store.stats(StatsQuery(until=time.time() + 60, by=("lookahead",))).rows
+    assert (row["lookahead"], row["drafted"], row["accepted"]) == (64, engine.drafted_total, engine.accepted_total)
+
+
+def test_a_draft_length_over_64_records_at_64(engines, proxy, caplog):
+    engine = FakeEngine(lookahead=2, accepted=1)
+    engine.props_extra = {"speculative.n_max": 128}
+    url, runtime = proxy({"k8": engines(engine)})
+    assert runtime.proxy.pools.by_name["k8"].lookahead == 64 and "recording at K=64" in caplog.text
+
+
+def test_a_new_domain_starts_on_the_default_pool_at_the_k_its_engine_reports(engines, proxy):
+    ngram = FakeEngine(lookahead=64, accepted=20)
+    ngram.props_extra = {"speculative.n_max": 64}  # named k8, drafting up to 64 a step
+    pools = {"k8": engines(ngram), "k2": engines(FakeEngine(lookahead=2, accepted=1)), "off": engines(FakeEngine())}
+    url, runtime = proxy(pools, policy="pool-cap+switch", sidecar_options={"kmax": 64}, default_pool="k8")
+    assert runtime.sidecar.policy.policy.default == 64 and runtime.proxy.router.restrictable.arms == (0, 2, 64)
+    assert [ask(url, f"new-{i}") for i in range(3)] == ["k8"] * 3  # no evidence in any of them: the default
+    runtime.sidecar.ingest.drain(5.0)
+    decision = runtime.sidecar.decide("never-seen")
+    assert decision.lookahead == 64 and "default pool" in decision.reason
 
 
 def test_no_healthy_pool_gives_503(engines, proxy):

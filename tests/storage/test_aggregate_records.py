@@ -83,3 +83,23 @@ def test_position_may_come_first_among_the_groups(store):
     first, last = grouped(("position", "lookahead")), grouped(("lookahead", "position"))
     assert first == last == {(4, 1): (3, 2), (4, 2): (2, 2), (4, 3): (2, 1), (4, 4): (1, 1),
                              (2, 1): (2, 2), (2, 2): (2, 1)}
+
+
+def test_k_up_to_64_stores_its_sums_and_counts_positions_up_to_32(make_store):
+    store = make_store(kmax=64)
+    # An n-gram pool capped at 64 (llama.cpp --spec-default): a request drafting the cap on every step, and
+    # one drafting less; a per-step record of K = 40 that accepted 35 keeps its sums, positions 1..32 only.
+    store.write_records([aggregate("code", 64, steps=12, drafted=64 * 12, accepted=700, seconds=0.5, ts=T0 + 1),
+                         aggregate("code", 64, steps=30, drafted=95, accepted=80, seconds=0.4, ts=T0 + 2),
+                         step("code", 40, 35, T0 + 3, expected=None)])
+    store.flush(T0 + 60)
+    rows = window_rows(store)
+    assert (rows[64]["steps"], rows[64]["drafted"], rows[64]["accepted"]) == (42, 64 * 12 + 95, 780)
+    assert (rows[40]["steps"], rows[40]["drafted"], rows[40]["accepted"], rows[40]["emitted"]) == (1, 40, 35, 36)
+    assert at_least(store, 64) == [0] * (schema.POSITIONS + 1)  # aggregates: no positions
+    assert at_least(store, 40) == [1] * (schema.POSITIONS + 1)  # accepted 35: at least 32 of the counted ones
+    assert position_rows(store) == [(i, 1, 1) for i in range(1, schema.POSITIONS + 1)]
+    store.rollup(T0 + 2 * 3600)
+    (row,) = [r for r in store.stats(StatsQuery(by=("lookahead",), since=T0, until=T0 + 2 * 3600)).rows
+              if r["lookahead"] == 64]
+    assert row["acceptance_rate"] == pytest.approx(780 / (64 * 12 + 95))

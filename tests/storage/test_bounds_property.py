@@ -28,7 +28,7 @@ from history import T0
 from storage import StatsQuery, Store, StoreConfig, StoreError
 
 NOW = T0 + 30 * 86400
-CONFIG = dict(kmax=32, max_domain_length=64)  # 32: the largest K a store takes
+CONFIG = dict(kmax=64, max_domain_length=64)  # 64: the largest K a store takes
 PRINTABLE = st.characters(categories=("L", "M", "N", "P", "S"), include_characters=" ")
 _fresh = itertools.count()
 
@@ -69,7 +69,7 @@ def batches(draw, config: StoreConfig) -> list[StepRecord]:
 @st.composite
 def aggregates(draw, k: int, domains: list[str], versions: list[str], seconds, when) -> StepRecord:
     """One request's aggregate record, often at the largest count the bounds allow (seven such records at
-    K = 32 draft more than 2^31 tokens)."""
+    K = 64 draft more than 2^31 tokens)."""
     most = records_module.MAX_STEPS
     steps = draw(st.sampled_from((1, 2, most)) | st.integers(1, most))
     drafted = draw(st.sampled_from((0, k * steps)) | st.integers(0, k * steps))

@@ -1,0 +1,194 @@
+"""Choice among the pools a proxy routes to when a pool's K is a cap on what each step drafts.
+
+llama.cpp's n-gram self-speculation drafts anywhere from 0 to its cap a step (a draft model stopped early
+at low confidence does too), so a pool named kN neither drafts N a step nor gets Leviathan's
+(1 - a^(N+1)) / (1 - a) tokens for it. What the proxy records per request is measured instead, and split
+by what it depends on:
+
+- the pool's cost of a step as a line in what it drafted, seconds / step = alpha_p + beta_p x drafted /
+  step, fitted over every domain's requests (policies/pool_cost.py): ``off`` is alpha_off, the same for
+  every domain, measured once for all of them;
+- the domain's accepted and drafted tokens per step on each pool (policies/pool_rates.py), predicted for a
+  (domain, pool) not measured yet from the other pools and domains, so a new domain measured on one pool
+  is not sent to every other pool to learn them.
+
+The predicted goodput of pool p in domain d is (1 + accepted per step) / (alpha_p + beta_p x drafted per
+step) (``capped_goodput``). The policy picks the largest upper bound: the accepted tokens made optimistic by
+``z`` standard errors, the cost pessimistic by as many, so a pool is tried while it may beat the best one
+and left once it is clearly slower. A domain with no evidence yet goes to the engine's default pool when
+one is named (``prefer``: llama.cpp's --spec-default pool, say) instead of paying to explore. A pool no
+request has measured yet is bounded by every drafted token accepted at the cheapest measured cost, and
+tried once, in the slowest domain (``_leaves_trying``): ``off`` is then never tried where speculation runs
+well above a plain step, and the others are predicted everywhere from that one try.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+from policies.arms import arm_of, restricted
+from policies.base import ArmStats, Decision, Outcome, Policy
+from policies.goodput import capped_goodput
+from policies.pool_cost import PoolCosts
+from policies.pool_rates import RateTable
+
+WARM_REQUESTS = 2.0  # stored history of a (domain, pool) counts as this many requests: a start, not a certainty
+WARM_STEPS = 64.0  # steps per warm request (the two-way fit weighs cells by steps)
+THIN = 2.0  # requests of a domain, alone so far, before it tries pools no request has measured
+EXPLORE_WINDOW = 64  # choices (of all domains) for which a domain's best known speed counts as current
+
+
+class PoolCap(Policy):
+    """Per domain, the pool of highest predicted goodput from shared step costs and per-domain rates.
+
+    Parameters
+    ----------
+    halflife
+        The domain's requests after which its evidence on a pool weighs half.
+    cost_halflife
+        Requests (of all domains) after which a cost measurement weighs half.
+    z
+        Width of the optimism, in standard errors.
+    cell_spread
+        How far a (domain, pool)'s rates may stray from the two-way model's, relative to 1 + the rate.
+    domain_spread
+        How far a new domain's level may stray from the typical domain's (before it is measured).
+    jump
+        A request whose accepted tokens per step lie more than this many spreads from its cell's is a change
+        (a target update, a stale draft): the domain's evidence is cut to a tenth at once.
+    """
+
+    name = "pool-cap"
+    per_request = True  # learns from one aggregate outcome per request
+    weighs_off = True  # K = 0 is one of its arms, measured once for all domains: the switch need not force it
+
+    def __init__(self, kmax: int = 8, halflife: float = 32.0, cost_halflife: float = 200.0, z: float = 0.7,
+                 cell_spread: float = 0.25, domain_spread: float = 0.5, jump: float = 4.0,
+                 seed: int | None = None):
+        super().__init__(kmax, seed)
+        for label, value in (("halflife", halflife), ("cost_halflife", cost_halflife), ("jump", jump)):
+            if not 0.0 < value < math.inf:
+                raise ValueError(f"{label} must be a positive number, got {value!r}")
+        for label, value in (("z", z), ("cell_spread", cell_spread), ("domain_spread", domain_spread)):
+            if not 0.0 <= value < math.inf:
+                raise ValueError(f"{label} must be a non-negative number, got {value!r}")
+        self.halflife, self.cost_halflife, self.z = halflife, cost_halflife, z
+        self.cell_spread, self.domain_spread, self.jump = cell_spread, domain_spread, jump
+        self.arms: tuple[int, ...] = tuple(range(kmax + 1))
+        self.default: int | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        self._costs = PoolCosts(self.cost_halflife)
+        self._rates = RateTable(self.halflife, self.cell_spread, self.domain_spread, self.jump)
+        self._best: dict[str, tuple[float, int]] = {}  # domain -> (best known goodput, at choice)
+        self._chooses = 0
+
+    def restrict(self, arms: Iterable[int]) -> "PoolCap":
+        """Choose only among ``arms`` (the lookaheads of the pools that are up) from now on."""
+        self.arms = restricted(arms, self.kmax)
+        return self
+
+    def prefer(self, arm: int | str | None) -> "PoolCap":
+        """Send a domain without evidence to ``arm`` (a K, or a pool name ``off`` / ``kN``; None: no default)."""
+        self.default = None if arm is None else arm_of(arm, self.kmax)
+        return self
+
+    def predicted(self, domain: str, k: int) -> tuple[float | None, float] | None:
+        """``(goodput, upper bound)`` of pool ``k`` in ``domain``, tokens per second. A pool no request has
+        measured has no goodput yet, and the bound of every drafted token accepted at the cheapest measured
+        cost (``PoolCosts.prior``): it is tried where it may beat the best, never where even that is slower
+        (``off`` in a domain whose draft pools run twice as fast, k4 where k24 accepts 7 tokens a step).
+        None while nothing at all is measured."""
+        line = self._costs.line(k)
+        rates = self._rates.predict(domain, k) if k > 0 and line is not None else None
+        if line is None or (k > 0 and rates is None):
+            line = self._costs.prior()
+            if line is None:
+                return None
+            seconds = line.seconds(k)
+            return None, (1.0 + k) / max(seconds - self.z * line.stderr(k), 0.5 * seconds)
+        accepted = drafted = accepted_se = 0.0
+        if rates is not None:
+            accepted, accepted_se, drafted = rates.accepted, rates.accepted_se, rates.drafted
+        seconds = line.seconds(drafted)
+        low = max(seconds - self.z * line.stderr(drafted), 0.5 * seconds)
+        return (capped_goodput(accepted, drafted, line.alpha, line.beta),
+                (1.0 + accepted + self.z * accepted_se) / low)
+
+    def choose(self, domain: str) -> Decision:
+        arms = self.arms
+        if len(arms) == 1:
+            return self.decision(arms[0], f"pool-cap: only K={arms[0]} is available")
+        if self.default in arms and self._rates.evidence(domain) <= 0:
+            return self.decision(self.default, f"pool-cap: nothing measured in this domain yet: the default "
+                                               f"pool, K={self.default}")
+        scored = [(k, self.predicted(domain, k)) for k in arms]
+        if any(s is None for _, s in scored):
+            k = self._rng.choice(arms)
+            return self.decision(k, f"pool-cap: nothing is measured yet, K={k} at random")
+        self._chooses += 1
+        known = [s[0] for _, s in scored if s[0] is not None]
+        best = max(known) if known else 0.0
+        self._best[domain] = (best, self._chooses)
+        if known and self._leaves_trying(domain, best):
+            scored = [(k, s) for k, s in scored if s[0] is not None]
+        k, (mean, bound) = max(scored, key=lambda pair: (pair[1][1], -pair[0]))  # the smaller K on ties
+        if mean is None:
+            return self.decision(k, f"pool-cap: K={k} is not measured yet (bound {bound:.0f} tok/s)")
+        return self.decision(k, f"pool-cap: K={k} predicts {mean:.0f} tok/s (bound {bound:.0f})")
+
+    def _leaves_trying(self, domain: str, best: float) -> bool:
+        """Whether ``domain`` leaves pools no request has measured to another domain: one seen in the last
+        ``EXPLORE_WINDOW`` choices runs slower at its best known pool, or (none placed yet) this domain has
+        fewer than ``THIN`` requests. Such a pool is tried in the slowest domain: a try that disappoints
+        costs a domain whose best runs at 140 tok/s more than one whose best runs at 60 (at 40 tok/s, the
+        first loses 71% of that request's speed, the second 33%); once measured, it is predicted everywhere."""
+        since = self._chooses - EXPLORE_WINDOW
+        others = [speed for other, (speed, at) in self._best.items() if other != domain and at >= since]
+        return min(others) < best if others else self._rates.evidence(domain) < THIN
+
+    def update(self, domain: str, outcome: Outcome) -> "PoolCap":
+        """Learn from one request (or step); untimed ones and lookaheads outside 0..kmax carry nothing."""
+        k, seconds, steps = outcome.lookahead, outcome.seconds, outcome.steps
+        if not (0 <= k <= self.kmax and seconds > 0 and steps > 0):
+            return self
+        drafted = float(min(max(outcome.drafted, 0), k * steps))
+        accepted = float(min(max(outcome.accepted, 0), drafted))
+        self._costs.add(k, float(steps), drafted, seconds)
+        self._rates.add(domain, k, float(steps), accepted, drafted)
+        return self
+
+    def warm_start(self, domain: str, history: Sequence[ArmStats]) -> "PoolCap":
+        """Start from stored totals: each pool as ``WARM_REQUESTS`` requests of the domain and of its cost."""
+        self._rates.forget(domain)
+        for h in history:
+            k = h.lookahead
+            seconds = h.draft_seconds + h.verify_seconds
+            if not 0 <= k <= self.kmax or h.steps <= 0 or seconds <= 0:
+                continue
+            drafted = float(min(k * h.steps, k * h.steps if h.drafted is None else h.drafted))
+            accepted = float(max(0, min(h.emitted - h.steps, drafted)))
+            f = min(1.0, WARM_REQUESTS * WARM_STEPS / h.steps)
+            self._rates.seed(domain, k, WARM_REQUESTS, f * h.steps, f * accepted, f * drafted)
+            self._costs.seed(k, WARM_REQUESTS, float(h.steps), drafted, seconds)
+        return self
+
+    def reconsider(self) -> "PoolCap":
+        """A model version changed: every domain's rates keep a tenth of their weight and at most a
+        request's worth (as after a ``jump``), each pool's cost at most ``WARM_REQUESTS`` requests' worth:
+        the new pair's first requests outweigh both at once while the domains go on being served from what
+        was known."""
+        self._rates.cut()
+        self._costs.doubt(WARM_REQUESTS)
+        return self
+
+    def forget(self, domain: str) -> "PoolCap":
+        self._rates.forget(domain)
+        self._best.pop(domain, None)
+        return self
+
+    def __repr__(self) -> str:
+        return (f"PoolCap(kmax={self.kmax}, halflife={self.halflife}, cost_halflife={self.cost_halflife}, "
+                f"z={self.z}, default={self.default}, seed={self.seed})")
