@@ -74,8 +74,9 @@ def ask(client: httpx.Client, url: str, domain: str, messages: list, tokens: int
             "accepted": t.get("draft_n_accepted", 0), "pool": answer.headers.get("x-specwatch-pool", "")}
 
 
-def run(client, urls: dict[str, str], requests: int, tokens: int, progress) -> dict:
-    """Interleaved: request i of each domain goes to every configuration, the order rotating with i."""
+def run(client, urls: dict[str, str], requests: int, tokens: int, progress, partial: Path) -> dict:
+    """Interleaved: request i of each domain goes to every configuration, the order rotating with i. The log
+    so far is written to ``partial`` every 10 requests (a long run interrupted keeps what it measured)."""
     sets = {d: prompt_set(d, "heldout")[:requests] for d in DOMAINS}
     names = list(urls)
     log: dict = {d: {c: [] for c in names} for d in DOMAINS}
@@ -87,6 +88,8 @@ def run(client, urls: dict[str, str], requests: int, tokens: int, progress) -> d
                 log[domain][name].append(ask(client, urls[name], domain, prompt.messages, tokens,
                                              f"{domain}-{i}-{name}"))
         progress(i + 1, requests)
+        if (i + 1) % 10 == 0:
+            partial.write_text(json.dumps(log))
     return log
 
 
@@ -95,11 +98,17 @@ def rate(rows: list[dict]) -> float:
 
 
 def stored(db: str) -> dict:
-    """The proxy's stored sums per (domain, lookahead), as `specwatch stats` reads them."""
-    out = subprocess.run([sys.executable, "-c", "from agent.cli import main; main()", "stats", "--db", db,
-                          "--by", "domain", "--by", "lookahead", "--since", "30d", "--format", "json"],
-                         capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
-    return {(r["domain"], r["lookahead"]): r for r in json.loads(out.stdout)}
+    """The proxy's stored sums per (domain, lookahead), read through the store as `specwatch stats` does;
+    tokens = steps + accepted (each step emits its accepted tokens and one more)."""
+    from storage import Store
+    from storage.query import StatsQuery
+
+    store = Store.open(db)
+    try:
+        rows = store.stats(StatsQuery(until=time.time() + 60, by=("domain", "lookahead"))).rows
+    finally:
+        store.close()
+    return {(r["domain"], r["lookahead"]): {**r, "emitted": r["steps"] + r["accepted"]} for r in rows}
 
 
 def records_check(log: dict, rows: dict) -> list[dict]:
@@ -159,7 +168,8 @@ def main() -> None:
         with httpx.Client(timeout=600) as client:
             log = run(client, urls, args.requests, args.tokens,
                       lambda i, n: print(f"\r{i}/{n} requests per domain and configuration, "
-                                         f"{time.monotonic() - began:.0f} s", end="", file=sys.stderr))
+                                         f"{time.monotonic() - began:.0f} s", end="", file=sys.stderr),
+                      args.out.with_suffix(".partial.json"))
         print(file=sys.stderr)
     finally:
         if proxy is not None:
@@ -169,7 +179,11 @@ def main() -> None:
             s.stop()
     out["seconds"] = round(time.monotonic() - began, 1)
     out["log"] = log
-    out["records"] = records_check(log, stored(db))
+    try:
+        out["records"] = records_check(log, stored(db))
+    except Exception as exc:  # noqa: BLE001 - the measured log is kept whatever the check hits
+        out["records"] = []
+        print(f"records check failed: {exc}", file=sys.stderr)
     report(out)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")

