@@ -10,14 +10,11 @@ expected acceptance, draft confidence, draft and verify seconds, model versions)
 step starts, so the policy learns within a request. transformers' own +2/-1 schedule and confidence
 threshold are off: the sidecar owns the lookahead. Drafting, verification and acceptance stay transformers'.
 
-Timing: draft seconds run from the call for candidates to their return; verify seconds from there to the
-next call (or the end of generation), so they cover the target's pass, acceptance, cache crops and
-generate's bookkeeping: the two add up to the step's wall time.
+Steps are timed and recorded as agent/hf/steps.py says.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import torch
@@ -26,7 +23,7 @@ from transformers.generation.candidate_generator import AssistedCandidateGenerat
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 
 from agent import sampling
-from agent.devices import synchronize
+from agent.hf.steps import StepLog, accepted_prefix, probabilities
 from policies.base import StopDrafting
 from records import StepRecord
 
@@ -43,58 +40,47 @@ class SpecwatchCandidateGenerator(AssistedCandidateGenerator):
                          logits_processor)
         # transformers' confidence stop would end drafts the policy sized; its own rule replaces it.
         self.generation_config.assistant_confidence_threshold = 0.0  # None would be filled with 0.4
-        self.sidecar, self.domain, self.request_id = sidecar, domain, request_id
-        self.target_version, self.draft_version = target_version, draft_version
-        self.on_step = on_step
+        self.sidecar, self.domain = sidecar, domain
+        self.log = StepLog(sidecar, assistant_model.device, domain=domain, target_version=target_version,
+                           draft_version=draft_version, request_id=request_id, on_step=on_step)
         self._stop: StopDrafting | None = sidecar.stop_drafting(domain)
-        self._device = assistant_model.device
-        self._pending: StepRecord | None = None  # the step whose verification is running
-        self._drafted: tuple[torch.Tensor, torch.Tensor] | None = None  # its tokens (n,), processed scores (n, V)
-        self._verify_from = 0.0
+        # The pending step's drafted tokens (n,) and the draft's processed scores (n, V).
+        self._drafted: tuple[torch.Tensor, torch.Tensor] | None = None
 
     # -- transformers' hooks --------------------------------------------------------------------------------
     def get_candidates(self, input_ids: torch.LongTensor, **kwargs):
         """Record the previous step, ask the sidecar for K, draft up to K tokens (none for K = 0)."""
-        synchronize(self._device)
-        start = time.perf_counter()
-        self._close_step(start)
+        self.log.begin()
         self.num_assistant_tokens = self.sidecar.decide(self.domain).lookahead
         if self.num_assistant_tokens > 0:
             candidate_ids, candidate_logits = super().get_candidates(input_ids, **kwargs)
         else:
             candidate_ids, candidate_logits = input_ids, None
-        synchronize(self._device)
-        self._verify_from = time.perf_counter()
         n = candidate_ids.shape[-1] - input_ids.shape[-1]
         self._drafted = (candidate_ids[0, -n:], candidate_logits[0]) if n else None
-        self._pending = StepRecord(
-            domain=self.domain, lookahead=n, accepted=0, emitted=1, draft_seconds=self._verify_from - start,
-            verify_seconds=0.0, target_version=self.target_version, draft_version=self.draft_version,
-            pod=self.sidecar.pod, request_id=self.request_id)
+        self.log.drafted(n)
         return candidate_ids, candidate_logits
 
     def update_candidate_strategy(self, input_ids: torch.LongTensor, scores: torch.Tensor, num_matches: int):
         """Note what the target accepted (``scores``: its processed logits over the K + 1 positions). No
         schedule to update: the next K comes from the sidecar."""
-        record = self._pending
+        record = self.log.pending
         if record is None:
             return
-        n, accepted = record.lookahead, int(num_matches)
-        record.accepted, record.emitted = accepted, accepted + 1
-        record.accepted_mask = [1] * accepted + [0] * (n - accepted)
+        n = record.lookahead
+        accepted_prefix(record, num_matches)
         if n:
             tokens, logits = self._drafted
             q = torch.softmax(logits.float(), dim=-1)
             p = torch.softmax(scores[0, :n].to(q.device, torch.float32), dim=-1)
-            record.expected_acceptance = _probabilities(sampling.overlap(p, q))
-            record.draft_confidence = _probabilities(q.gather(1, tokens.to(q.device)[:, None]).squeeze(1))
+            record.expected_acceptance = probabilities(sampling.overlap(p, q))
+            record.draft_confidence = probabilities(q.gather(1, tokens.to(q.device)[:, None]).squeeze(1))
         else:
             record.expected_acceptance = record.draft_confidence = []
 
     def finish(self) -> None:
         """Record the last step (generate has returned)."""
-        synchronize(self._device)
-        self._close_step(time.perf_counter())
+        self.log.finish()
 
     def _update_past_and_masks(self, input_ids, remove_from_pkv: int = 0, num_added_tokens: int = 1) -> bool:
         has_cache = super()._update_past_and_masks(input_ids, remove_from_pkv, num_added_tokens)
@@ -114,18 +100,6 @@ class SpecwatchCandidateGenerator(AssistedCandidateGenerator):
             args["stopping_criteria"] = StoppingCriteriaList([_StopRule(self._stop, input_ids.shape[-1])])
         return args
 
-    # -- internals ------------------------------------------------------------------------------------------
-    def _close_step(self, now: float) -> None:
-        record = self._pending
-        if record is None:
-            return
-        self._pending = self._drafted = None
-        record.verify_seconds = now - self._verify_from
-        record.timestamp = time.time()
-        if self.on_step is not None:
-            self.on_step(record)
-        self.sidecar.record(record)
-
 
 class _StopRule(StoppingCriteria):
     """Ends the draft's generate once the policy's rule says so, after a drafted token: ``stop(confidence,
@@ -139,8 +113,3 @@ class _StopRule(StoppingCriteria):
         confidence = float(torch.softmax(scores[-1][0].float(), dim=-1)[input_ids[0, -1]])
         done = bool(self.stop(min(max(confidence, 0.0), 1.0), input_ids.shape[-1] - self.start))
         return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
-
-
-def _probabilities(values: torch.Tensor) -> list[float]:
-    """Floats clamped into [0, 1] (sums of float32 products can stray by an ulp)."""
-    return [min(max(v, 0.0), 1.0) for v in values.tolist()]

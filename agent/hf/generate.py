@@ -1,15 +1,19 @@
-"""transformers' ``generate()`` with assisted decoding steered by a specwatch Sidecar.
+"""transformers' ``generate()`` with assisted decoding steered by a specwatch Sidecar: a draft model's
+(agent/hf/candidates.py) or prompt lookup's, no draft model (agent/hf/lookup.py).
 
 ``generate(custom_generate=callable)`` is transformers' extension point for a decoding loop: generate
 prepares inputs, cache, logits processors and stopping criteria, then calls the callable. ``Steering`` is
 such a callable: it runs transformers' own assisted-decoding loop (``_assisted_decoding``), with
-``SpecwatchCandidateGenerator`` as its candidate generator, which the loop obtains from the model's
-``_get_candidate_generator`` (the method assisted-decoding variants override; here it is answered per call,
-through a context variable, so concurrent calls on one model each get their own and other calls get
-transformers' own). Both names are transformers 5's; ``check_support`` says plainly when they are missing.
+``SpecwatchCandidateGenerator`` (or, with ``prompt_lookup=True``, ``SpecwatchLookupGenerator``) as its
+candidate generator, which the loop obtains from the model's ``_get_candidate_generator`` (the method
+assisted-decoding variants override; here it is answered per call, through a context variable, so concurrent
+calls on one model each get their own and other calls get transformers' own). Both names are transformers
+5's; ``check_support`` says plainly when they are missing.
 
     from agent.hf import specwatch_generate
     out = specwatch_generate(model, draft, sidecar, domain="code", input_ids=ids, max_new_tokens=64)
+    out = specwatch_generate(model, None, sidecar, domain="code", prompt_lookup=True, input_ids=ids,
+                             max_new_tokens=64)
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, Callable
 import torch
 
 from agent.hf.candidates import SpecwatchCandidateGenerator
+from agent.hf.lookup import LOOKUP_VERSION, SpecwatchLookupGenerator
 from agent.versions import weights_version
 from records import StepRecord
 
@@ -35,19 +40,23 @@ _VERSIONS: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDi
 
 class Steering:
     """A ``custom_generate`` callable: ``model.generate(ids, custom_generate=Steering(sidecar, draft,
-    domain="code"), max_new_tokens=64)``. Greedy and sampling (``do_sample=True``), batch size 1, as
+    domain="code"), max_new_tokens=64)``; ``Steering(sidecar, None, "code", prompt_lookup=True)`` drafts by
+    prompt lookup instead of a draft model. Greedy and sampling (``do_sample=True``), batch size 1, as
     transformers' assisted decoding. Versions default to a content hash of each model's weights, computed
-    once per model object (pass them after changing weights in place). ``steps`` holds the records of the
-    last call; one Steering per thread. generate hands a custom_generate callable no ``streamer``: give it
-    here (and to generate, which puts the prompt) to stream the steps' tokens."""
+    once per model object (pass them after changing weights in place); prompt lookup's draft version is
+    ``LOOKUP_VERSION``. ``steps`` holds the records of the last call; one Steering per thread. generate hands
+    a custom_generate callable no ``streamer``: give it here (and to generate, which puts the prompt) to
+    stream the steps' tokens."""
 
-    candidates = SpecwatchCandidateGenerator  # the generator class each call makes
+    candidates = SpecwatchCandidateGenerator  # the generator class each call makes with a draft model
+    lookup = SpecwatchLookupGenerator  # and with prompt lookup
 
-    def __init__(self, sidecar, draft: torch.nn.Module, domain: str = "default", *,
-                 target_version: str | None = None, draft_version: str | None = None,
+    def __init__(self, sidecar, draft: torch.nn.Module | None, domain: str = "default", *,
+                 prompt_lookup: bool = False, target_version: str | None = None, draft_version: str | None = None,
                  request_id: str | None = None, on_step: Callable[[StepRecord], None] | None = None,
                  streamer=None):
-        self.sidecar, self.draft, self.domain = sidecar, draft, domain
+        _check_drafting(draft, prompt_lookup)
+        self.sidecar, self.draft, self.domain, self.prompt_lookup = sidecar, draft, domain, prompt_lookup
         self.target_version, self.draft_version = target_version, draft_version
         self.request_id, self.on_step, self.streamer = request_id, on_step, streamer
         self.steps: list[StepRecord] = []
@@ -55,44 +64,62 @@ class Steering:
     def __call__(self, model, input_ids, logits_processor, stopping_criteria, generation_config,
                  synced_gpus: bool = False, streamer=None, inputs_tensor=None, **model_kwargs):
         check_support(model)
-        _check_vocabulary(model, self.draft)
+        if self.draft is not None:
+            _check_vocabulary(model, self.draft)
         steps: list[StepRecord] = []
         self.steps = steps
-        made: list[SpecwatchCandidateGenerator] = []
+        made: list[SpecwatchCandidateGenerator | SpecwatchLookupGenerator] = []
 
         def on_step(record: StepRecord) -> None:
             steps.append(record)
             if self.on_step is not None:
                 self.on_step(record)
 
-        def candidates(**kwargs) -> SpecwatchCandidateGenerator:
-            generator = self.candidates(
-                kwargs["input_ids"], self.draft, kwargs["generation_config"], kwargs["model_kwargs"],
-                kwargs.get("inputs_tensor"), kwargs["logits_processor"], sidecar=self.sidecar,
-                domain=self.domain, request_id=self.request_id, on_step=on_step,
-                target_version=self.target_version or version_of(model),
-                draft_version=self.draft_version or version_of(self.draft))
+        def candidates(**kwargs) -> SpecwatchCandidateGenerator | SpecwatchLookupGenerator:
+            common = dict(sidecar=self.sidecar, domain=self.domain, request_id=self.request_id, on_step=on_step,
+                          target_version=self.target_version or version_of(model))
+            if self.prompt_lookup:
+                generator = self.lookup(
+                    kwargs["generation_config"], kwargs["logits_processor"], device=model.device,
+                    vocab_size=model.config.get_text_config().vocab_size,
+                    draft_version=self.draft_version or LOOKUP_VERSION, **common)
+            else:
+                generator = self.candidates(
+                    kwargs["input_ids"], self.draft, kwargs["generation_config"], kwargs["model_kwargs"],
+                    kwargs.get("inputs_tensor"), kwargs["logits_processor"],
+                    draft_version=self.draft_version or version_of(self.draft), **common)
             made.append(generator)
             return generator
 
         with _answering(model, candidates):
             out = type(model)._assisted_decoding(
                 model, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=synced_gpus,
-                streamer=streamer if streamer is not None else self.streamer, inputs_tensor=inputs_tensor, assistant_model=self.draft, **model_kwargs)
+                streamer=streamer if streamer is not None else self.streamer, inputs_tensor=inputs_tensor,
+                assistant_model=self.draft, **model_kwargs)
         for generator in made:  # a failed generation records nothing of its unfinished step
             generator.finish()
         return out
 
 
-def specwatch_generate(model, draft: torch.nn.Module, sidecar, domain: str = "default", *,
-                       target_version: str | None = None, draft_version: str | None = None,
-                       request_id: str | None = None, on_step: Callable[[StepRecord], None] | None = None,
-                       **generate_kwargs):
-    """``model.generate(**generate_kwargs)`` assisted by ``draft``, K chosen by ``sidecar`` before every step
-    and every step recorded with it (and given to ``on_step``). Returns what generate returns."""
-    steering = Steering(sidecar, draft, domain, target_version=target_version, draft_version=draft_version,
-                        request_id=request_id, on_step=on_step, streamer=generate_kwargs.get("streamer"))
-    return model.generate(assistant_model=draft, custom_generate=steering, **generate_kwargs)
+def specwatch_generate(model, draft: torch.nn.Module | None, sidecar, domain: str = "default", *,
+                       prompt_lookup: bool = False, target_version: str | None = None,
+                       draft_version: str | None = None, request_id: str | None = None,
+                       on_step: Callable[[StepRecord], None] | None = None, **generate_kwargs):
+    """``model.generate(**generate_kwargs)`` assisted by ``draft`` (or, with ``draft=None,
+    prompt_lookup=True``, by prompt lookup: agent/hf/lookup.py), K chosen by ``sidecar`` before every step and
+    every step recorded with it (and given to ``on_step``). Returns what generate returns."""
+    steering = Steering(sidecar, draft, domain, prompt_lookup=prompt_lookup, target_version=target_version,
+                        draft_version=draft_version, request_id=request_id, on_step=on_step,
+                        streamer=generate_kwargs.get("streamer"))
+    if prompt_lookup:
+        if "prompt_lookup_num_tokens" in generate_kwargs:
+            raise ValueError("prompt_lookup_num_tokens: the sidecar chooses each step's cap; leave it out")
+        # Any value puts generate in transformers' assisted mode, so its checks for that mode run; the
+        # lookup never reads it.
+        mode = {"prompt_lookup_num_tokens": 1}
+    else:
+        mode = {"assistant_model": draft}
+    return model.generate(custom_generate=steering, **mode, **generate_kwargs)
 
 
 def version_of(model: torch.nn.Module) -> str:
@@ -111,6 +138,13 @@ def check_support(model) -> None:
 
             raise RuntimeError(f"transformers {transformers.__version__}: {type(model).__name__} has no {name}; "
                                "specwatch's generate integration needs transformers 5")
+
+
+def _check_drafting(draft, prompt_lookup: bool) -> None:
+    if prompt_lookup and draft is not None:
+        raise ValueError("prompt_lookup drafts from the sequence itself: pass draft=None")
+    if not prompt_lookup and draft is None:
+        raise ValueError("no draft model: pass one, or draft=None with prompt_lookup=True")
 
 
 def _check_vocabulary(model, draft) -> None:

@@ -28,13 +28,13 @@ def models():
     return target, draft
 
 
-def exact_joint(target, params, n=3):
-    """P(t1, ..., tn | PROMPT) under the target's processed distribution, by enumeration."""
+def exact_joint(target, params, n=3, prompt=PROMPT):
+    """P(t1, ..., tn | prompt) under the target's processed distribution, by enumeration."""
     probs = {(): 1.0}
     with torch.inference_mode():
         for depth in range(n):
             prefixes = [p for p in probs if len(p) == depth]
-            batch = torch.tensor([PROMPT + list(p) for p in prefixes])
+            batch = torch.tensor([list(prompt) + list(p) for p in prefixes])
             dist = sampling.probabilities(target(batch).logits[:, -1], params)
             for prefix, row in zip(prefixes, dist.tolist()):
                 for token, pr in enumerate(row):

@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from hf_helpers import Emitted, Forwards, Scripted
+from hf_helpers import Emitted, Forwards, Scripted, assert_capped, assert_streamed
 
 from agent.hf import Steering, in_process, specwatch_generate
 from agent.sidecar import Sidecar
@@ -66,21 +66,14 @@ def test_records_count_what_transformers_emitted_and_k_follows_decide(kit, store
             steps = []
             out = specwatch_generate(kit.target_v1, kit.draft, sidecar, domain, input_ids=ids, max_new_tokens=TOKENS,
                                      do_sample=False, streamer=streamer, on_step=steps.append)
-            # The loop put the prompt, then each step's accepted tokens plus the target's token.
-            assert streamer.puts[0] == ids.shape[1]
-            assert [s.emitted for s in steps] == streamer.puts[1:]
-            assert [s.accepted for s in steps] == [n - 1 for n in streamer.puts[1:]]
-            assert sum(s.emitted for s in steps) == out.shape[1] - ids.shape[1] == TOKENS
+            assert out.shape[1] - ids.shape[1] == TOKENS
+            assert_streamed(steps, streamer, ids.shape[1], TOKENS)
             # One decision per step, and each step drafted what was decided (capped where the budget ends).
-            asked = sidecar.asked[asked_before:]
-            assert len(asked) == len(steps)
-            done = 0
-            for k, s in zip(asked, steps):
-                assert s.lookahead == min(k, TOKENS - done - 1)
+            assert_capped(sidecar.asked[asked_before:], steps, TOKENS)
+            for s in steps:
                 assert s.accepted_mask == [1] * s.accepted + [0] * (s.lookahead - s.accepted)
                 assert len(s.expected_acceptance) == len(s.draft_confidence) == s.lookahead
                 assert s.draft_seconds >= 0 and s.verify_seconds > 0
-                done += s.emitted
             # The draft runs one forward per drafted token and none at all on K = 0 steps.
             assert forwards.count - forwards_before == sum(s.lookahead for s in steps)
             assert any(s.lookahead == 0 for s in steps) and any(s.accepted > 0 for s in steps)
