@@ -1,7 +1,9 @@
 """A lookahead K as each serving engine's own start-up flags (every engine fixes its draft length at start).
 
 K = 0 means serving without speculation: the engine's flags with the draft left out. ``draft`` stands for
-the draft model's path or id (the store knows only its version hash).
+the draft model's path or id (the store knows only its version hash); for llama.cpp it may instead name an
+n-gram kind of self-speculation (``ngram-mod``, ``ngram-simple``, ``ngram-map-k``, ``ngram-cache``): then K
+is the cap on what a step drafts and no draft model is loaded.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ ENGINES = ("llamacpp", "vllm", "sglang", "trtllm")
 NAMES = {"llamacpp": "llama.cpp (llama-server)", "vllm": "vLLM (vllm serve)",
          "sglang": "SGLang (sglang.launch_server)", "trtllm": "TensorRT-LLM (trtllm-serve, LLM API options YAML)"}
 DRAFT = "DRAFT"
+NGRAM = ("ngram-mod", "ngram-simple", "ngram-map-k", "ngram-cache")  # llama.cpp's, agent/engines/llamacpp.py
 
 
 def flags(engine: str, k: int, draft: str = DRAFT) -> str:
@@ -21,9 +24,14 @@ def flags(engine: str, k: int, draft: str = DRAFT) -> str:
     if type(k) is not int or k < 0:
         raise ValueError(f"k: a non-negative integer, got {k!r}")
     if engine == "llamacpp":
+        if not k:
+            return "no -md, --spec-type or --spec-draft-n-max (serve without a draft)"
+        if draft in NGRAM:
+            from agent.engines.llamacpp import speculation_flags
+
+            return " ".join(speculation_flags(draft, k))
         # --spec-type draft-simple is needed: without it build b11434 drafts nothing
-        return (f"-md {draft} --spec-type draft-simple --spec-draft-n-max {k}" if k
-                else "no -md, --spec-type or --spec-draft-n-max (serve without a draft)")
+        return f"-md {draft} --spec-type draft-simple --spec-draft-n-max {k}"
     if engine == "vllm":
         config = {"method": "draft_model", "model": draft, "num_speculative_tokens": k}
         return f"--speculative-config '{json.dumps(config)}'" if k else "no --speculative-config"

@@ -154,20 +154,29 @@ class LlamaServerConfig:
 
     def speculation_args(self) -> list[str]:
         """The flags that make llama-server speculate as configured (none for lookahead 0)."""
-        k, kind = self.lookahead, self.speculation
-        if k == 0:
-            return []
-        if kind == "draft":
-            return ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(k),
-                    "--spec-draft-n-min", str(self.draft_min), "--spec-draft-p-min", str(self.draft_p_min)]
-        if kind == "default":
-            return ["--spec-default"]
-        if kind == "ngram-mod":
-            n_min = self.draft_min or max(1, (3 * k) // 4)
-            return ["--spec-type", kind, "--spec-ngram-mod-n-max", str(k), "--spec-ngram-mod-n-min", str(n_min)]
-        if kind in ("ngram-simple", "ngram-map-k"):
-            return ["--spec-type", kind, f"--spec-{kind}-size-m", str(k)]
+        return speculation_flags(self.speculation, self.lookahead, str(self.draft) if self.draft else None,
+                                 self.draft_min, self.draft_p_min)
+
+
+def speculation_flags(kind: str, k: int, draft: str | None = None, draft_min: int = 0,
+                      p_min: float = 0.0) -> list[str]:
+    """llama-server's flags for speculation of ``kind`` (``SPECULATION``) capped at ``k`` drafted tokens a
+    step; none for k = 0. ``draft``: the draft model's path (kind "draft")."""
+    if k == 0:
+        return []
+    if kind == "draft":
+        return ["-md", str(draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(k),
+                "--spec-draft-n-min", str(draft_min), "--spec-draft-p-min", str(p_min)]
+    if kind == "default":
+        return ["--spec-default"]
+    if kind == "ngram-mod":
+        n_min = draft_min or max(1, (3 * k) // 4)
+        return ["--spec-type", kind, "--spec-ngram-mod-n-max", str(k), "--spec-ngram-mod-n-min", str(n_min)]
+    if kind in ("ngram-simple", "ngram-map-k"):
+        return ["--spec-type", kind, f"--spec-{kind}-size-m", str(k)]
+    if kind == "ngram-cache":
         return ["--spec-type", kind, "--spec-draft-n-max", str(k)]
+    raise ValueError(f"speculation: expected one of {', '.join(SPECULATION)}, got {kind!r}")
 
 
 class LlamaServer:

@@ -174,3 +174,14 @@ def test_the_command_prints_table_json_and_csv(tmp_path, store):
 def test_config_is_validated(change, message):
     with pytest.raises(ValueError, match=message):
         RecommendConfig(**change)
+
+
+def test_llamacpp_flags_for_ngram_self_speculation():
+    """K for an n-gram pool is the cap on a step's draft, with no draft model loaded."""
+    from agent.engine_flags import flags
+
+    assert flags("llamacpp", 24, "ngram-mod") == ("--spec-type ngram-mod --spec-ngram-mod-n-max 24 "
+                                                   "--spec-ngram-mod-n-min 18")
+    assert flags("llamacpp", 8, "ngram-simple") == "--spec-type ngram-simple --spec-ngram-simple-size-m 8"
+    assert flags("llamacpp", 0, "ngram-mod").startswith("no -md")
+    assert flags("llamacpp", 3, "d.gguf") == "-md d.gguf --spec-type draft-simple --spec-draft-n-max 3"
