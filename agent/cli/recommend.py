@@ -27,7 +27,10 @@ def recommend_cmd(
     domain: Annotated[Optional[str], typer.Option(help="Only this domain (the pod-wide K then fits it alone).")
                       ] = None,
     engine: Annotated[Engine, typer.Option(help="Flags for llamacpp, vllm, sglang, trtllm or all.")] = Engine.all,
-    draft: Annotated[str, typer.Option(help="The draft model's path or id, as the flags should name it; for llama.cpp n-gram self-speculation the kind instead (ngram-mod, ngram-simple, ngram-map-k, ngram-cache): K is then the cap on what a step drafts.")
+    draft: Annotated[str, typer.Option(help=(
+        "The draft model's path or id, as the flags should name it; for llama.cpp n-gram self-speculation "
+        "the kind instead (ngram-mod, ngram-simple, ngram-map-k, ngram-cache): K is then the cap on what a "
+        "step drafts."))
                      ] = engine_flags.DRAFT,
     fmt: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
 ) -> None:
