@@ -1,6 +1,6 @@
 """`specwatch proxy` as a process, at its edges in time: SIGTERM lets the streams in flight finish (and says
 which it had to cut), the database is no start-up dependency, and a database that does not answer at shutdown
-costs no record: what it has not taken goes to the dead-letter file."""
+costs no record: what it has not taken goes to the dead-letter file, and `specwatch db replay` adds it back."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import threading
 import time
 
 import httpx
+from typer.testing import CliRunner
 
+from agent.cli import _register, app
 from storage import StatsQuery, Store
 from tests.proxy.fake_engine import FakeEngine
 from tests.proxy.servers import Running, free_port
@@ -164,3 +166,9 @@ def test_a_database_that_hangs_at_shutdown_costs_no_record(tmp_path):
     assert spilled == 4 * 4  # the window's whole total: the record flushed before and the three after
     assert stored_steps(db) == 4
     assert "the final flush did not finish" in proxy.output()
+    # Once the database answers again, the operator adds the rows back; a second replay stores nothing twice.
+    _register()
+    for written in (1, 0):
+        out = CliRunner().invoke(app, ["db", "replay", str(tmp_path / "p.db.dead-letter.jsonl"), "--db", db])
+        assert out.exit_code == 0 and out.output.startswith(f"{written} window rows written"), out.output
+    assert stored_steps(db) == 4 * 4

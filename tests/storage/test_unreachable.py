@@ -118,3 +118,28 @@ def test_a_spill_the_file_cannot_take_is_counted_lost_and_logged_row_by_row(db_u
     assert store.spill("test") == 1 and store.lost == 1 and store.spilled == 0
     assert "LOST" in caplog.text and '"domain": "code"' in caplog.text
     store.db.dispose()
+
+
+def test_replay_adds_the_unwritten_rows_back_once_and_leaves_refused_ones_out(db_url, clock, tmp_path):
+    from storage.replay import read, replay
+
+    path = tmp_path / "dead.jsonl"
+    store = Store.open(db_url, StoreConfig(dead_letter=str(path), max_past_seconds=400 * 86400), clock=clock,
+                       backfill=True)
+    store.write_records([step(ts=T0), step("chat", ts=T0 + 20)])
+    store.flush(T0 + 60)  # code's window holds 1 step in the database
+    store.write_records([step(ts=T0 + 1), step("math", ts=T0 + 30, k=2, accepted=1)])
+    real = away(store, db_url)
+    assert store.spill("test") == 2  # code's window (2 steps in all) and math's
+    back(store, real)
+    with path.open("a") as out:  # a row the database refused, and a line that is no row
+        out.write(json.dumps({"reason": "refused", "bucket_start": T0, "domain": "x"}) + "\n{not json\n")
+    entries, left = read(path)
+    assert len(entries) == 2 and left == {"refused": 1, "unreadable": 1}
+    assert replay(store.db, entries, store.config.window_seconds) == (2, 0)
+    assert totals(store) == {"code": 2, "chat": 1, "math": 1}
+    row = {r["domain"]: r for r in store.stats(StatsQuery(by=("domain",), until=T0 + 86400)).rows}["math"]
+    assert (row["drafted"], row["accepted"]) == (2, 1)
+    assert replay(store.db, entries, store.config.window_seconds) == (0, 2)  # twice: nothing stored twice
+    assert totals(store) == {"code": 2, "chat": 1, "math": 1}
+    store.db.dispose()
