@@ -52,7 +52,7 @@ class Proxy:
                  env: dict[str, str] | None = None):
         self.port, self.admin_port = free_port(), free_port()
         self.url, self.admin = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.admin_port}"
-        self.home = tmp / "home"
+        self.home = tmp / f"home-{self.port}"  # the dead-letter file of a server database: one per process
         self.log = tmp / f"proxy-{self.port}.log"
         ups = [a for name, url in pools.items() for a in ("--upstream", f"{name}={url}")]
         self.argv = [*CLI, "proxy", *ups, "--db", db, "--port", str(self.port), "--admin-port",
@@ -113,13 +113,26 @@ class Proxy:
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
-    def dead_lettered_steps(self, db: str) -> int:
-        """Steps in the dead-letter file the store writes for ``db`` (docs/durability.md)."""
-        path = Path(db.removeprefix("sqlite:///") + ".dead-letter.jsonl") if db.startswith("sqlite") \
+    def dead_letter(self, db: str) -> Path:
+        """The dead-letter file the store writes for ``db`` (docs/durability.md)."""
+        return Path(db.removeprefix("sqlite:///") + ".dead-letter.jsonl") if db.startswith("sqlite") \
             else self.home / "dead-letter.jsonl"
+
+    def dead_lettered_steps(self, db: str) -> int:
+        path = self.dead_letter(db)
         if not path.exists():
             return 0
         return sum(int(json.loads(line).get("steps", 0)) for line in path.read_text().splitlines() if line.strip())
+
+    def replay(self, db: str, into: str | None = None) -> str:
+        """`specwatch db replay` (this checkout's) of the dead-letter file into ``into`` (default ``db``), as an
+        operator would once the database answers; its output line ("" when there is no file)."""
+        path = self.dead_letter(db)
+        if not path.exists():
+            return ""
+        out = subprocess.run([*CLI, "db", "replay", str(path), "--db", into or db], cwd=REPO, capture_output=True,
+                             text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+        return (out.stdout or out.stderr).strip()
 
 
 @dataclass
@@ -194,8 +207,8 @@ class Clients:
 
 def stop_message(log: str) -> str:
     """The proxy's last log lines about its shutdown (what it told the operator)."""
-    keys = ("shut down", "shutdown", "drain", "cut", "flush", "dead-letter", "spill", "lost")
+    keys = ("shut down", "drain", "cut", "dead-letter", "lost", "cancel ")
     lines = [line.split(": ", 1)[-1].strip() for line in log.splitlines()
-             if any(k in line.lower() for k in keys) and "Waiting for" not in line]
+             if any(k in line.lower() for k in keys) and "during shutdown" not in line]
     return " | ".join(lines[-3:])[:400]
 
