@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import uvicorn
 
-log = logging.getLogger("specwatch.serve")
+log = logging.getLogger("specwatch")
 
 
 @dataclass(frozen=True)
