@@ -163,6 +163,11 @@ def test_a_killed_pool_fails_over_at_once_then_its_domains_fall_back(pools, fron
     url, runtime = front
     with proxy_in_front(pools, kit["tmp"] / "late", health_seconds=600.0) as (late_url, late):
         k4, pool_for = late.proxy.pools.by_name["k4"], late.proxy.router.pool_for
+        # Its one check at start (2 s) may time out while an engine finishes the previous test's long answer
+        # (/slots waits for it); the front proxy, checking every 0.2 s, sees both servers up.
+        for name, pool in late.proxy.pools.by_name.items():
+            wait_for(lambda: runtime.proxy.pools.by_name[name].healthy, timeout=30)
+            pool.healthy = True
         late.proxy.router.pool_for = lambda k, healthy: k4 if k4 in healthy else pool_for(k, healthy)
         port = pools["k4"].port
         pools["k4"].stop()
