@@ -14,10 +14,29 @@ from agent.ring_layout import check_name
 from common import settings
 from storage.config import StoreConfig
 from storage.counts import MAX_LOOKAHEAD
+from storage.engine import Timeouts
 
 KIT_TARGETS = ("v1", "v2")
 RETAIN = ("retain_windows", "retain_minutes", "retain_hours", "retain_days")
 AUTH_MODES = ("ingest", "all")
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """Seconds between runs of each scheduler job (agent/jobs.py)."""
+
+    flush: float = 1.0
+    rollup: float = 60.0
+    prune: float = 3600.0
+    refit: float = 1.0
+    alerts: float = 15.0
+    domains: float = 30.0
+    fleet: float = 300.0
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name}: interval must be a positive number of seconds, got {value!r}")
 
 
 class ConfigError(ValueError):
@@ -184,11 +203,25 @@ class SidecarConfig:
     def models_configured(self) -> bool:
         return self.kit is not None or self.target_dir is not None
 
-    def store_config(self, kmax: int | None = None) -> StoreConfig:
-        """The store's limits and retention for this sidecar (``kmax``: instead of the policy's)."""
+    @property
+    def intervals(self) -> Intervals:
+        """The scheduler's intervals."""
+        return Intervals(self.flush_seconds, self.rollup_seconds, self.prune_seconds, self.refit_seconds,
+                         self.alerts_seconds, self.domains_seconds, self.fleet_seconds)
+
+    @property
+    def db_timeouts(self) -> Timeouts:
+        """How long a database connect, statement and wait for a pooled connection may take."""
+        return Timeouts(self.db_connect_seconds, self.db_statement_seconds, self.db_pool_seconds)
+
+    def store_config(self, kmax: int | None = None, bound_unwritten: bool = False) -> StoreConfig:
+        """The store's limits and retention for this sidecar (``kmax``: instead of the policy's;
+        ``bound_unwritten``: the store itself holds at most ``max_unwritten`` rows, the oldest beyond going
+        to the dead-letter file, for a process that cannot refuse what it records)."""
         return StoreConfig(kmax=self.kmax if kmax is None else kmax, pod=self.pod,
                            retain_windows=self.retain_windows, retain_minutes=self.retain_minutes,
-                           retain_hours=self.retain_hours, retain_days=self.retain_days)
+                           retain_hours=self.retain_hours, retain_days=self.retain_days,
+                           max_unwritten=self.max_unwritten if bound_unwritten else None)
 
     @property
     def url(self) -> str:

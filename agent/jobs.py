@@ -7,6 +7,9 @@ every 60 s inside the alert manager); domains (30 s: evict idle domains, warm-st
 (5 min, with an alert manager and a fleet check: this pod against its peers in the shared history, FleetOutlier). Every job: max_instances=1 (a slow run is never overlapped by the
 next), coalesce (a backlog runs once), and a misfire grace of one interval (a run later than that is
 superseded by the next one anyway), instead of APScheduler's default of 1 s that silently drops late runs.
+The flush alone may have a second run start beside a running one: it starts no flush, but counts one that
+has run ``stalled_after`` seconds (a database that does not answer) as timed out, once, and reports it as
+the job's error, where APScheduler would warn of a skipped run every second.
 """
 
 from __future__ import annotations
@@ -14,45 +17,36 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from dataclasses import dataclass
+import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from agent.config import Intervals
 from agent.fleet import check_fleet
 from agent.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
+STALLED_AFTER = 5.0  # seconds a flush may run before it counts as timed out (one takes milliseconds)
 
 _running: "Jobs | None" = None  # one scheduler per process
 _guard = threading.Lock()
 
 
-@dataclass(frozen=True)
-class Intervals:
-    """Seconds between runs of each job."""
-
-    flush: float = 1.0
-    rollup: float = 60.0
-    prune: float = 3600.0
-    refit: float = 1.0
-    alerts: float = 15.0
-    domains: float = 30.0
-    fleet: float = 300.0
-
-    def __post_init__(self) -> None:
-        for name, value in vars(self).items():
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name}: interval must be a positive number of seconds, got {value!r}")
-
-
 class Jobs:
     """Owns the scheduler. ``start`` adds the jobs the sidecar has use for; ``shutdown`` waits for running
-    jobs, then runs a final flush (open windows included) unless told not to."""
+    jobs, then runs a final flush (open windows included) unless told not to. ``flush_timeouts``: flushes
+    that ran ``stalled_after`` seconds."""
 
-    def __init__(self, sidecar: Sidecar, intervals: Intervals | None = None, fleet: Any = None):
+    def __init__(self, sidecar: Sidecar, intervals: Intervals | None = None, fleet: Any = None,
+                 stalled_after: float = STALLED_AFTER):
         self.sidecar = sidecar
+        self.stalled_after = stalled_after
+        self.flush_timeouts = 0
+        self._flushing = threading.Lock()
+        self._flush_since: float | None = None  # monotonic start of the running flush
+        self._stall_counted = False
         self.fleet = fleet  # an alerts.fleet.FleetCheck, or None
         self.intervals = intervals or Intervals()
         self.scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={
@@ -64,7 +58,7 @@ class Jobs:
         """The jobs this sidecar needs, by name: (interval, function)."""
         s, every = self.sidecar, self.intervals
         out: dict[str, tuple[float, Callable[[], object]]] = {
-            "flush": (every.flush, s.flush), "rollup": (every.rollup, s.rollup), "prune": (every.prune, s.prune),
+            "flush": (every.flush, self._flush), "rollup": (every.rollup, s.rollup), "prune": (every.prune, s.prune),
             "domains": (every.domains, s.tend_domains)}
         if s.can_refit:
             out["refit"] = (every.refit, s.refit)
@@ -85,7 +79,8 @@ class Jobs:
                 # The first refit at once: from then on the policy leaves its fits to this job.
                 first = {"next_run_time": datetime.now(timezone.utc)} if name == "refit" else {}
                 self.scheduler.add_job(self._run, "interval", args=(name, fn), id=name, name=name,
-                                       seconds=interval, misfire_grace_time=max(1, math.ceil(interval)), **first)
+                                       seconds=interval, misfire_grace_time=max(1, math.ceil(interval)),
+                                       max_instances=2 if name == "flush" else 1, **first)
             self.scheduler.start()
         except BaseException:
             self._release()
@@ -101,6 +96,28 @@ class Jobs:
                 self.sidecar.flush(math.inf)
         finally:
             self._release()
+
+    @property
+    def flush_running_seconds(self) -> float:
+        """How long the running flush has run (0 when none runs)."""
+        since = self._flush_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def _flush(self) -> None:
+        if not self._flushing.acquire(blocking=False):
+            if self.flush_running_seconds >= self.stalled_after:
+                if not self._stall_counted:
+                    self._stall_counted = True
+                    self.flush_timeouts += 1
+                raise Stalled(f"a flush has run over {self.stalled_after:g} s: the database does not answer "
+                              f"(records stay in memory)")
+            return
+        try:
+            self._flush_since, self._stall_counted = time.monotonic(), False
+            self.sidecar.flush()
+        finally:
+            self._flush_since = None
+            self._flushing.release()
 
     def _run(self, name: str, fn: Callable[[], object]) -> None:
         try:
@@ -118,3 +135,7 @@ class Jobs:
         with _guard:
             if _running is self:
                 _running = None
+
+
+class Stalled(RuntimeError):
+    """The flush job found the previous flush still running past ``stalled_after``."""

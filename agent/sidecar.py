@@ -55,11 +55,15 @@ class Sidecar:
     """See the module docstring. ``watch`` (alerts.watch.DriftWatch), ``alerts`` (alerts.manager.AlertManager)
     and ``metrics`` (alerts.metrics.Metrics) are optional: None leaves that branch of the data path out.
     Domains (agent/domains.py): only records create one; ``decide`` on a domain without state answers the
-    decision a new domain starts with; ``tend_domains`` evicts those idle ``domain_idle_seconds``."""
+    decision a new domain starts with; ``tend_domains`` evicts those idle ``domain_idle_seconds``.
+    ``cap_stored_domains``: records that ``take`` feeds (the ingest worker's, the ring's) are stored under
+    their state key too, so a domain beyond ``max_domains`` is stored as ``other``, as the metrics label it;
+    ``stored_as_other`` counts them."""
 
     def __init__(self, store: Store, policy: Policy, *, watch: Any = None, alerts: Any = None,
                  metrics: Any = None, pod: str = "local", clock: Callable[[], float] = time.time,
-                 max_domains: int = 32, background: bool = False, domain_idle_seconds: float = DEFAULT_IDLE):
+                 max_domains: int = 32, background: bool = False, domain_idle_seconds: float = DEFAULT_IDLE,
+                 cap_stored_domains: bool = False):
         self._slots = DomainSlots(max_domains, domain_idle_seconds)
         self._defaults = Defaults(policy)
         self.store, self.policy = store, policy
@@ -82,6 +86,7 @@ class Sidecar:
         self.ingest = Ingest(self._ingest) if background else None
         self._ready: dict[str, tuple[str, Decision]] = {}  # domain -> (state key, decision) from the worker
         self.rejected = 0  # records refused by ``take`` (the ingest worker's and the ring reader's)
+        self.cap_stored_domains, self.stored_as_other = cap_stored_domains, 0
 
     # -- hot path ------------------------------------------------------------------------------------
     def record(self, step: StepRecord) -> None:
@@ -123,8 +128,14 @@ class Sidecar:
                 log.error("record refused (%d so far): %s", self.rejected, exc)
                 continue
             good.append(s)
-        self.store.count_validated(good)
-        self._observe(good)
+        if not self.cap_stored_domains:
+            self.store.count_validated(good)
+            self._observe(good)
+            return {s.domain for s in good}
+        keys = self._observe(good)
+        stored = [s if key == s.domain else dataclasses.replace(s, domain=key) for s, key in zip(good, keys)]
+        self.stored_as_other += sum(1 for s, key in zip(good, keys) if key != s.domain)
+        self.store.count_validated(stored)
         return {s.domain for s in good}
 
     def _ingest(self, steps: list[StepRecord | tuple[StepRecord, ...]]) -> None:
@@ -140,8 +151,9 @@ class Sidecar:
                 if key == domain:  # a domain sharing ``other`` reads other's latest: no entry per name
                     self._ready[domain] = (key, decision)
 
-    def _observe(self, steps: Sequence[StepRecord]) -> None:
-        """Metrics, policy, watch and alerts for validated records already counted in the store."""
+    def _observe(self, steps: Sequence[StepRecord]) -> list[str]:
+        """Metrics, policy, watch and alerts for validated records (counted in the store before or after);
+        each record's state key."""
         findings, keys = [], []  # keys: each record's state key (its domain, or other)
         with self._lock:
             now = self._clock()
@@ -156,6 +168,7 @@ class Sidecar:
         if findings and self.alerts is not None:
             for finding in findings:
                 self.alerts.handle(finding)
+        return keys
 
     def _feed(self, s: StepRecord, now: float) -> tuple[str, list | None]:
         """Policy, watch and version log for one validated step (caller holds the lock): (key, findings)."""

@@ -1,6 +1,6 @@
-"""The store's durability counts on /metrics: rows dead-lettered, flushes that failed, rows held unwritten
-and late records (docs/durability.md). ``specwatch serve`` and ``specwatch proxy`` register one beside the
-Metrics, as they do the step ring's collector."""
+"""The store's durability counts on /metrics: rows dead-lettered, flushes that failed or stalled, rows held
+unwritten, spilled or lost, and late records (docs/durability.md). Every sidecar registers both collectors
+beside the Metrics (agent/wiring.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,33 @@ class StoreCollector(Collector):
                                 value=s.flush_failures),
             GaugeMetricFamily("specwatch_store_unwritten_rows",
                               "Window rows held in memory and not yet in the database.", value=s.unwritten),
+            CounterMetricFamily("specwatch_store_spilled_rows",
+                                "Unwritten window rows let go of into the dead-letter file (a shutdown the "
+                                "database did not answer, or more held than max_unwritten).", value=s.spilled),
+            CounterMetricFamily("specwatch_store_lost_rows",
+                                "Unwritten window rows let go of that the dead-letter file could not take "
+                                "(logged instead).", value=s.lost),
             CounterMetricFamily("specwatch_store_late_records",
                                 "Records counted in a later window than their timestamp.", value=s.late_records),
+        ]
+
+
+class FlushCollector(Collector):
+    """The flush job's timing (agent/jobs.py): flushes that ran past its stall limit, and how long the running
+    one has run, so a database that holds a flush shows before any error does."""
+
+    def __init__(self, jobs):
+        self._jobs = jobs
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+    def collect(self) -> Iterable[Metric]:
+        j = self._jobs
+        return [
+            CounterMetricFamily("specwatch_store_flush_timeouts",
+                                "Flushes that ran longer than the stall limit (the database did not answer).",
+                                value=j.flush_timeouts),
+            GaugeMetricFamily("specwatch_store_flush_running_seconds",
+                              "How long the running flush has run; 0 when none runs.", value=j.flush_running_seconds),
         ]

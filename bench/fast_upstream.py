@@ -53,18 +53,23 @@ GETS = {b"/health": _answer(b"200 OK", _json(FIXTURES["health_ok"])),
 NOT_FOUND = _answer(b"404 Not Found", _json(FIXTURES["error"]))
 
 
+async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes, bytes]:
+    """(method, path, body) of the next request on the connection (Content-Length bodies only)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    method, target, _ = head.split(b"\r\n", 1)[0].split(b" ", 2)
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    body = await reader.readexactly(length) if length else b""
+    return method, target.split(b"?", 1)[0], body
+
+
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            method, target, _ = head.split(b"\r\n", 1)[0].split(b" ", 2)
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            body = await reader.readexactly(length) if length else b""
-            path = target.split(b"?", 1)[0]
+            method, path, body = await read_request(reader)
             if method == b"POST" and path in COMPLETION_PATHS:
                 if b'"stream":true' in body.replace(b" ", b""):
                     writer.write(STREAM_HEAD)

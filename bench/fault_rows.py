@@ -13,16 +13,18 @@ from pathlib import Path
 
 import httpx
 
-from fault_server import Backend, BlackHole, Poster, Server, count, record
+from fault_server import REPO, Backend, BlackHole, Poster, Server, count, record
 
 
 @dataclass
 class Ctx:
-    """One row's run: backend kind, scratch folder, quick sizes or full ones."""
+    """One row's run: backend kind, scratch folder, quick sizes or full ones; the checkout whose proxy the
+    proxy rows run (another one gives the figures before a change)."""
 
     kind: str
     tmp: Path
     quick: bool
+    repo: Path = REPO
 
     def backend(self, **kwargs) -> Backend:
         return Backend(self.kind, self.tmp, **kwargs)

@@ -27,6 +27,8 @@ class StoreConfig:
     - ``max_series_cached``: series ids kept in memory (least recently used dropped; a miss asks the
       database). ``max_windows_kept``: written window totals kept for late records (oldest dropped first;
       late records for a dropped window are counted in a later one, like records past ``late_seconds``).
+    - ``max_unwritten``: window rows held while the database is away, beyond which the oldest go to the
+      dead-letter file (None: no bound here; `specwatch serve` refuses ingest above its own bound instead).
     """
 
     kmax: int = 16
@@ -43,6 +45,7 @@ class StoreConfig:
     dead_letter: str | None = None
     max_series_cached: int = 4_096
     max_windows_kept: int = 20_000
+    max_unwritten: int | None = None
 
     def __post_init__(self) -> None:
         if type(self.kmax) is not int or not 1 <= self.kmax <= MAX_LOOKAHEAD:
@@ -67,6 +70,8 @@ class StoreConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_unwritten is not None and (type(self.max_unwritten) is not int or self.max_unwritten < 1):
+            raise ValueError(f"max_unwritten must be a positive integer or None, got {self.max_unwritten!r}")
         if self.dead_letter is not None and (not isinstance(self.dead_letter, str) or not self.dead_letter):
             raise ValueError(f"dead_letter must be a file path or None, got {self.dead_letter!r}")
         if not isinstance(self.pod, str) or not self.pod or len(self.pod) > 128 or not self.pod.isprintable():

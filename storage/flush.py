@@ -9,18 +9,16 @@ bad row: the rows stay in memory for the next flush and the error is raised.
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from storage.counts import accepted_tokens, drafted_tokens
+from storage import deadletter
 from storage.engine import Database
-from storage.writer import SERIES_COLUMNS, Known, WindowEntry, write_windows
+from storage.writer import Known, WindowEntry, write_windows
 
 log = logging.getLogger(__name__)
 
@@ -75,19 +73,9 @@ def write_all(db: Database, entries: Sequence[WindowEntry], window_seconds: int,
 
 
 def append_dead(path: Path, entry: WindowEntry, exc: BaseException) -> None:
-    """One JSON line for a window row the database refused; one log line saying where it went."""
+    """One line in the dead-letter file for a window row the database refused; one log line saying where."""
+    error = deadletter.error_text(exc)
+    failed = deadletter.append(path, [entry], deadletter.REFUSED, error)
     start, key, c = entry
-    error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-    row = {"dead_lettered_at": time.time(), "bucket_start": start, **dict(zip(SERIES_COLUMNS, key)),
-           "steps": c.steps, "drafted": drafted_tokens(c), "accepted": accepted_tokens(c), "emitted": c.emitted,
-           "hist": c.hist, "expected_n": c.expected_n, "expected_sum": c.expected_sum,
-           "draft_seconds": c.draft_seconds, "verify_seconds": c.verify_seconds, "error": error}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(row, default=str) + "\n")
-        where = str(path)
-    except OSError as io:
-        where = f"nowhere ({path}: {io}); the row was {json.dumps(row, default=str)}"
     log.error("the database refused a window row (bucket %s, domain %r, %d steps): %s; dead-lettered to %s",
-              start, key[1], c.steps, error, where)
+              start, key[1], c.steps, error, path if failed is None else f"nowhere ({failed})")

@@ -41,6 +41,17 @@ class PendingWindows:
         self._peak = len(self._totals)
         return True
 
+    def move_before(self, start: int) -> int:
+        """Merge the totals of windows that started before ``start`` into the window that starts there (a
+        store that learned late where its pod's predecessor stopped: those windows may be stored already, and
+        a flush replaces totals). Returns entries moved."""
+        moved = [e for e in self._totals if e[0] < start]
+        for entry in moved:
+            counts = self._totals.pop(entry)
+            self._unwritten.discard(entry)
+            self.merge({start: {entry[1]: counts}})
+        return len(moved)
+
     def unwritten(self) -> list[tuple[int, SeriesKey, WindowCounts]]:
         return [(s, k, self._totals[(s, k)]) for s, k in sorted(self._unwritten)]
 

@@ -93,6 +93,14 @@ def stored_until(conn: sa.Connection, chain: tuple[Tier, ...], now: float) -> in
     return max(int(math.ceil(now)), 0 if latest is None else int(latest) + chain[0].seconds)
 
 
+def last_window_of(conn: sa.Connection, pod: str, since: int) -> int | None:
+    """The start of the latest window ``pod`` stored at or after ``since`` (None if none)."""
+    w, s = schema.windows.c, schema.series.c
+    last = conn.execute(sa.select(sa.func.max(w.bucket_start)).where(
+        w.bucket_start >= since, w.series_id.in_(sa.select(s.id).where(s.pod == pod)))).scalar()
+    return None if last is None else int(last)
+
+
 def _views(conn, usable: list[Tier], state, since: int, until: int) -> list[TierView]:
     d = schema.dirty.c
     marks: dict[str, set[int]] = {}

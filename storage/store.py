@@ -3,22 +3,24 @@
 The hot path (``record`` / ``write_records``) validates and adds to in-memory window sums; it never
 touches the database. ``flush`` writes the totals so far of every window that changed, open ones too, so
 the database is at most a flush interval behind (storage/flush.py: rows the database refuses go to a
-dead-letter file, an unreachable database keeps them in memory). ``rollup`` and ``prune`` are scheduler
-jobs. All of them may run on other threads than the one recording. docs/durability.md states the promises.
+dead-letter file, an unreachable database keeps them in memory, up to ``max_unwritten`` rows, the oldest
+beyond that going to the dead-letter file too). ``spill`` lets go of what is unwritten at a shutdown the
+database does not answer in time. A store opened with ``wait=False`` reaches the database at its first
+flush instead of at opening. ``rollup`` and ``prune`` are scheduler jobs. All of them may run on other
+threads than the one recording. docs/durability.md states the promises.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import sqlalchemy as sa
-
 from records import StepRecord, validate_batch
-from storage import events, migrate, schema
+from storage import deadletter, events, migrate
 from storage.aggregator import WindowAggregator
 from storage.cache import LRU
 from storage.config import StoreConfig
@@ -26,22 +28,25 @@ from storage.counts import SeriesKey
 from storage.engine import Database, Timeouts, database_errors
 from storage.events import Decision, StoredAlert, Transition, VersionSeen
 from storage.flush import write_all
+from storage.history import read_history
 from storage.pending import PendingWindows
-from storage.query import TIME_DIMS, StatsQuery, StatsResult, stats, stored_until
+from storage.query import StatsQuery, StatsResult, last_window_of, stats
 from storage.retention import prune
 from storage.rollup import rollup
 from storage.sql import ceil_to, floor_to
-from storage.state import load_state
 from storage.tiers import tiers
-from storage.timeline import History, Point, grain, off_periods, target_changes
+from storage.timeline import History
 from storage.writer import note_versions
+
+log = logging.getLogger(__name__)
 
 
 class Store:
-    """See the module docstring. ``backfill``: see ``open``."""
+    """See the module docstring. ``backfill``, ``migrate_schema``: see ``open``; ``ready``: the schema was
+    checked (else ``connect`` does it)."""
 
     def __init__(self, db: Database, config: StoreConfig, clock: Callable[[], float] = time.time,
-                 backfill: bool = False):
+                 backfill: bool = False, ready: bool = True, migrate_schema: bool = True):
         self.db = db
         self.config = config
         self.tiers = tiers(config)
@@ -53,23 +58,64 @@ class Store:
         self._decisions: LRU[tuple[str, str], Decision | None] = LRU(config.max_series_cached)
         self.dead_lettered = 0  # window rows the database refused, appended to ``dead_letter_path``
         self.flush_failures = 0  # flushes that could not reach the database (their rows kept for the next)
+        self.spilled = 0  # unwritten rows let go of (``spill``), appended to ``dead_letter_path``
+        self.lost = 0  # unwritten rows let go of that the dead-letter file could not take (logged instead)
+        self.ready, self._backfill, self._migrate = False, backfill, migrate_schema
+        self._when_ready: list[Callable[[], object]] = []
         if not backfill:
-            # An earlier process with this pod name may have written the current window (and later ones,
-            # for records stamped ahead of the clock); a flush replaces totals, so this process starts
-            # counting after the last window it finds.
-            self._aggregator.hold_from(max(ceil_to(clock(), config.window_seconds), self._resume_after()))
+            self._aggregator.hold_from(ceil_to(clock(), config.window_seconds))
+        if ready:
+            self._resume()
+
+    def when_ready(self, then: Callable[[], object]) -> None:
+        """Call ``then`` once the database is reached (at once if it was), e.g. a warm start."""
+        if self.ready:
+            then()
+        else:
+            self._when_ready.append(then)
+
+    def connect(self) -> None:
+        """Reach the database if this store has not yet (``open(wait=False)``): check or migrate its schema,
+        find where this pod's predecessor stopped, run the ``when_ready`` callbacks. StoreError while it
+        cannot be reached (SchemaError: a schema this code cannot use)."""
+        if self.ready:
+            return
+        with database_errors():
+            migrate.upgrade(self.db) if self._migrate else migrate.check(self.db)
+        self._resume()
+        log.info("database reached: %d window rows held meanwhile go to it now", self.unwritten)
+        for then in self._when_ready:
+            try:
+                then()
+            except Exception as exc:  # a warm start that fails leaves the store usable
+                log.error("after reaching the database: %s", exc)
+        self._when_ready.clear()
+
+    def _resume(self) -> None:
+        """An earlier process with this pod name may have written the current window (and later ones, for
+        records stamped ahead of the clock); a flush replaces totals, so this process counts from after the
+        last window it finds, and what it counted before it knew goes there too."""
+        if not self._backfill:
+            floor = self._aggregator.hold_from(self._resume_after())
+            self._pending.merge(self._aggregator.take_all())
+            self._pending.move_before(floor)
+        self.ready = True
 
     @classmethod
     def open(cls, url: str, config: StoreConfig | None = None, *, migrate_schema: bool = True,
              clock: Callable[[], float] = time.time, backfill: bool = False,
-             timeouts: Timeouts | None = None) -> "Store":
+             timeouts: Timeouts | None = None, wait: bool = True) -> "Store":
         """Open a database. With ``migrate_schema`` an empty or older schema is migrated up (the embedded
         default); without, anything but the current schema is refused. A newer schema always is.
+        ``wait=False``: reach the database later, at the first flush (``connect``), not now; records are
+        counted meanwhile (a process that must not depend on the database to start: `specwatch proxy`).
 
         Records older than the moment of opening are counted in the next window, since a previous process
         of this pod may have stored theirs. ``backfill=True`` keeps their own windows: for importing
         history this pod name has not written (benchmarks, tests, replays)."""
         db = Database.open(url, must_exist=not migrate_schema, timeouts=timeouts)
+        if not wait:
+            return cls(db, config or StoreConfig(), clock, backfill, ready=False, migrate_schema=migrate_schema)
         try:
             with database_errors():
                 migrate.upgrade(db) if migrate_schema else migrate.check(db)
@@ -126,16 +172,8 @@ class Store:
 
     @property
     def dead_letter_path(self) -> Path:
-        """Where rows the database refuses are appended: the configured path, else beside a SQLite file,
-        else under SPECWATCH_HOME."""
-        if self.config.dead_letter:
-            return Path(self.config.dead_letter)
-        database = self.db.engine.url.database
-        if self.db.dialect == "sqlite" and database and database != ":memory:":
-            return Path(f"{database}.dead-letter.jsonl")
-        from common import settings  # SPECWATCH_* are read in one place
-
-        return settings.home() / "dead-letter.jsonl"
+        """Where rows the database did not take are appended (storage/deadletter.py)."""
+        return deadletter.path_for(self.config.dead_letter, self.db)
 
     @property
     def late_records(self) -> int:
@@ -146,29 +184,64 @@ class Store:
     def flush(self, now: float | None = None) -> int:
         """Write the totals so far of every window that changed since the last flush, open windows too
         (their rows are replaced as they grow); return window rows written. Rows the database refuses are
-        dead-lettered; if it cannot be reached, the rows stay for the next flush and the error is raised.
-        ``now`` = inf (shutdown) keeps no window open to late records."""
+        dead-lettered; if it cannot be reached, the rows stay for the next flush (beyond ``max_unwritten``
+        the oldest are spilled) and the error is raised. ``now`` = inf (shutdown) keeps no window open to
+        late records."""
         now = self._now(now)
         with self._flush_lock:
             # Hold first: a record arriving from here on for an older window is counted at `floor`.
             floor = None if math.isinf(now) else self._aggregator.hold_from(int(now) - self.config.late_seconds)
             self._pending.merge(self._aggregator.take_all())
-            entries = self._pending.unwritten()
-            if entries:
-                outcome = write_all(self.db, entries, self.config.window_seconds, self._series_ids,
-                                    self._series_ids.update, self.dead_letter_path)
-                self._pending.mark_written([(start, key) for start, key, _ in outcome.written])
-                self._pending.forget([(start, key) for start, key, _ in outcome.dead])
-                self.dead_lettered += len(outcome.dead)
-                if outcome.error is not None:
-                    self.flush_failures += 1
-                    raise outcome.error
+            try:
+                self.connect()
+                written = self._write()
+            except BaseException:
+                self.flush_failures += 1
+                bound = self.config.max_unwritten
+                if bound is not None and self._pending.unwritten_count > bound:
+                    self._spill(bound, f"over max_unwritten={bound} rows held while the database was away")
+                raise
             if floor is not None:
                 self._pending.evict_before(floor)
             dropped = self._pending.evict_over(self.config.max_windows_kept)
             if dropped is not None:  # its total is gone from memory: later records must not replace it
                 self._aggregator.hold_from(dropped + self.config.window_seconds)
-            return len(entries)
+            return written
+
+    def _write(self) -> int:
+        entries = self._pending.unwritten()
+        if entries:
+            outcome = write_all(self.db, entries, self.config.window_seconds, self._series_ids,
+                                self._series_ids.update, self.dead_letter_path)
+            self._pending.mark_written([(start, key) for start, key, _ in outcome.written])
+            self._pending.forget([(start, key) for start, key, _ in outcome.dead])
+            self.dead_lettered += len(outcome.dead)
+            if outcome.error is not None:
+                raise outcome.error
+        return len(entries)
+
+    def spill(self, reason: str, wait: float = 1.0) -> int:
+        """Every unwritten row, open windows too, to the dead-letter file (a shutdown the database did not
+        answer in time); returns rows spilled. A flush held by the database keeps its lock: after ``wait``
+        seconds the rows are taken without it (the process is ending; should that flush complete, it
+        writes the totals the file holds, never more)."""
+        locked = self._flush_lock.acquire(timeout=wait)
+        try:
+            self._pending.merge(self._aggregator.take_all())
+            return self._spill(0, reason)
+        finally:
+            if locked:
+                self._flush_lock.release()
+
+    def _spill(self, keep: int, reason: str) -> int:
+        gone, failed = deadletter.spill(self._pending, keep, self.dead_letter_path, reason)
+        if gone:  # later records for these windows count after them: a replayed row never meets a partial one
+            self._aggregator.hold_from(gone[-1][0] + self.config.window_seconds)
+            if failed is None:
+                self.spilled += len(gone)
+            else:
+                self.lost += len(gone)
+        return len(gone)
 
     def compact(self) -> bool:
         """After a burst of windows has gone (PendingWindows.compact): shrink the window totals' tables, let
@@ -253,36 +326,13 @@ class Store:
                 domain: str | None = None) -> History:
         """Acceptance per domain over time with speculation-off periods, alerts and target versions."""
         with self.db.read(scan=True) as conn:
-            until = stored_until(conn, self.tiers, self._clock()) if until is None else until
-            if since is None:
-                first = stats(conn, StatsQuery(until=until, by=("day",), domain=domain), self.tiers, until)
-                since = first.rows[0]["day"] if first.rows else until - 86400
-            finest = self.tiers[0]
-            # The finest tier only where it still holds the whole range (older windows are pruned).
-            kept = load_state(conn, self.tiers)[finest.name].available_from <= since
-            step = grain(since, until, finest.seconds if kept else 60)
-            result = stats(conn, StatsQuery(since, until, ("domain", step), domain), self.tiers, until)
-            changes = events.transitions(conn, until, domain)
-            alerts = [a for a in events.load_alerts(conn, "all", since, until)
-                      if domain is None or a.labels.get("domain") in (None, domain)]
-            versions = events.versions(conn)
-        acceptance: dict[str, list[Point]] = {}
-        for row in result.rows:
-            acceptance.setdefault(row["domain"], []).append(
-                Point(row[step], row["acceptance_rate"], row["steps"]))
-        role = {r: [v for v in versions if v.role == r] for r in ("target", "draft")}
-        return History(int(since), int(until), TIME_DIMS[step], acceptance, off_periods(changes, since, until),
-                       alerts, target_changes(role["target"], since, until),
-                       target_changes(role["draft"], since, until))
+            return read_history(conn, self.tiers, self._clock(), since, until, domain)
 
     def _resume_after(self) -> int:
         """The end of the latest window this pod stored at or after now (0 if none)."""
-        now = floor_to(self._clock(), self.config.window_seconds)
-        w, s = schema.windows.c, schema.series.c
         with self.db.read() as conn:
-            last = conn.execute(sa.select(sa.func.max(w.bucket_start)).where(
-                w.bucket_start >= now, w.series_id.in_(sa.select(s.id).where(s.pod == self.config.pod)))).scalar()
-        return 0 if last is None else int(last) + self.config.window_seconds
+            last = last_window_of(conn, self.config.pod, floor_to(self._clock(), self.config.window_seconds))
+        return 0 if last is None else last + self.config.window_seconds
 
     def _now(self, now: float | None) -> float:
         return self._clock() if now is None else now

@@ -59,7 +59,7 @@ def _register() -> None:
     app.command(epilog=stats.EXAMPLE, short_help="Acceptance history: tables, CSV/JSON, or a plot.")(stats.stats)
     app.command(epilog=db.VERSIONS_EXAMPLE, short_help="Target and draft versions seen, per pod.")(db.versions)
     app.command(epilog=alerts.EXAMPLE, short_help="Alerts, firing or resolved, oldest first.")(alerts.alerts)
-    app.add_typer(db.db_app, name="db", short_help="Migrate or prune the database.")
+    app.add_typer(db.db_app, name="db", short_help="Migrate, prune or replay dead letters into the database.")
     app.command(epilog=SCRAPE_EXAMPLE, short_help="Record an engine's speculation metrics page (vLLM, llama.cpp, "
                                                   "SGLang, TensorRT-LLM).")(scrape)
     app.command(epilog=serve.EXAMPLE, short_help="Run the sidecar's HTTP API beside an engine.")(serve.serve)

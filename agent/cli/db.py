@@ -1,7 +1,9 @@
-"""``specwatch db migrate|prune`` and ``specwatch versions``: schema, retention and model versions seen."""
+"""``specwatch db migrate|prune|replay`` and ``specwatch versions``: schema, retention, the dead-letter file's
+unwritten rows, and model versions seen."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,7 +17,8 @@ from storage import StoreError
 from storage.engine import Database
 from storage.migrate import upgrade
 
-db_app = typer.Typer(help="The history database: schema migrations and retention.", no_args_is_help=True)
+db_app = typer.Typer(help="The history database: schema migrations, retention, dead letters replayed.",
+                     no_args_is_help=True)
 VERSIONS_EXAMPLE = "Example: specwatch versions --db sqlite:///specwatch.db --format json"
 
 
@@ -55,6 +58,28 @@ def prune(db: DbOption = None,
         store.close(flush=False)
     emit_rows([{"table": t, "rows_deleted": n} for t, n in deleted.items()], fmt,
               title="retention (rolled up " + ", ".join(f"{n} {t}s" for t, n in rolled.items()) + " first)")
+
+
+@db_app.command(epilog="Example: specwatch db replay ~/.cache/specwatch/dead-letter.jsonl --db postgresql://postgres@db:5432/specwatch")
+def replay(file: Annotated[Path, typer.Argument(help="A dead-letter file (JSON lines).", exists=True, dir_okay=False)],
+           db: DbOption = None) -> None:
+    """Add the rows a dead-letter file holds unwritten back to the database: those a process let go of at a
+    shutdown the database did not answer, or beyond max_unwritten while it was away. Rows the database
+    refused are left out. A window the database holds as many steps of or more is skipped, so replaying a
+    file twice stores nothing twice."""
+    from storage.replay import read
+    from storage.replay import replay as write
+
+    store = open_store(db, migrate_schema=True)
+    try:
+        entries, left = read(file)
+        written, skipped = write(store.db, entries, store.config.window_seconds)
+    except (StoreError, OSError) as exc:
+        raise fail(str(exc))
+    finally:
+        store.close(flush=False)
+    console.print(f"{written} window rows written, {skipped} skipped (the database holds as many steps or more); "
+                  f"left out: {left['refused']} refused rows, {left['unreadable']} unreadable lines", highlight=False)
 
 
 def versions(db: DbOption = None,

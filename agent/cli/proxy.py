@@ -39,8 +39,19 @@ def proxy(
     pod: Annotated[Optional[str], typer.Option(help="This pod's name; default SPECWATCH_POD or host name.")] = None,
     health_seconds: Annotated[float, typer.Option(help="Seconds between health checks of each pool.")] = 2.0,
     read_timeout: Annotated[float, typer.Option(
-        help="Seconds to wait for the engine's answer or next streamed chunk (then 504).")] = 600.0,
-    connect_timeout: Annotated[float, typer.Option(help="Seconds to connect to a pool (then 502).")] = 5.0,
+        help="Seconds to wait for the engine's answer or next streamed chunk (then 504); llama-server's own "
+             "--timeout, since a non-streamed completion sends nothing until its last token.")] = 600.0,
+    connect_timeout: Annotated[float, typer.Option(
+        help="Seconds to connect to a pool (then the next healthy pool; 502 when none is left).")] = 5.0,
+    header_timeout: Annotated[float, typer.Option(
+        help="Seconds a client has to send a request's headers once connected (then the connection "
+             "closes).")] = 15.0,
+    drain_seconds: Annotated[float, typer.Option(
+        help="After SIGTERM, seconds requests in flight (streams too) may run on before they are cut; keep "
+             "terminationGracePeriodSeconds above drain + shutdown seconds.")] = 30.0,
+    shutdown_seconds: Annotated[float, typer.Option(
+        help="After the drain, seconds for the final flush and the alert state; what the database has not "
+             "taken by then goes to the dead-letter file.")] = 8.0,
     hash_models: Annotated[bool, typer.Option(
         help="Version a GGUF the proxy can read by a sha256 of its content (else name and size).")] = True,
     sample_prompts: Annotated[Optional[int], typer.Option(
@@ -54,7 +65,10 @@ def proxy(
     inference listener the proxy answers /health; every other path goes to the engine. specwatch's own routes,
     /metrics, /alerts, /decision, /pools and /sample, answer on the admin listener only, each behind the
     token when SPECWATCH_TOKEN is set (warned at start: the admin listener beyond loopback without one).
-    SIGTERM or Ctrl-C: stop taking requests, flush every record, persist alerts, exit 0.
+    A pool that cannot be reached is out of rotation at once; its request goes to the next healthy pool.
+    The database is not needed to start: records wait in memory (then in the dead-letter file) until it
+    answers. SIGTERM or Ctrl-C: stop taking requests, let those in flight finish (--drain-seconds), flush
+    every record (what the database does not take goes to the dead-letter file), persist alerts, exit 0.
     """
     from agent import config as cfg
     from agent.proxy.config import MAX_LOOKAHEAD, ProxyConfig, ProxyConfigError, Upstream
@@ -82,8 +96,9 @@ def proxy(
                                   "sample_prompts": sample_prompts})
         options = ProxyConfig(upstreams, rules, host=host, port=port, admin_host=admin_host, admin_port=admin_port,
                               sidecar=sidecar, health_seconds=health_seconds, connect_seconds=connect_timeout,
-                              read_seconds=read_timeout, hash_models=hash_models,
-                              default_pool=default_pool)
+                              read_seconds=read_timeout, header_seconds=header_timeout,
+                              drain_seconds=drain_seconds, shutdown_seconds=shutdown_seconds,
+                              hash_models=hash_models, default_pool=default_pool)
         runtime = build(options)
     except (ProxyConfigError, DomainError, cfg.ConfigError) as exc:
         raise fail(f"config: {exc}")

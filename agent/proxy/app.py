@@ -3,13 +3,15 @@ aiohttp's client; /health and the admin routes (agent/proxy/admin.py) are Starle
 
 POST /v1/completions, /v1/chat/completions and llama.cpp's /completion are inspected: the request's domain
 chooses the pool, and the answer's ``timings`` become one aggregate record. Every other path and method goes
-byte for byte to a healthy pool. Answers stream back chunk by chunk as they come (server-sent events are
-scanned for ``timings`` on the way, never held back); the engine's own errors reach the client unchanged;
-a pool that cannot be reached gives 502, one that does not answer in time 504, each with a JSON body naming
-the pool; an answer that breaks off midway is cut off for the client too (its connection closes). A client
-that disconnects closes the upstream request. On the inference listener the proxy answers /health only; every
-other path is the engine's (/metrics and /props too). specwatch's own routes answer on the admin listener only,
-so a client of the engine sees the engine.
+byte for byte to a healthy pool. Answers stream back chunk by chunk as they come (agent/proxy/relay.py); the
+engine's own errors reach the client unchanged; a pool that cannot be reached is taken out of rotation and
+the request goes to the next-best healthy pool (agent/proxy/failover.py), 502 when none is left, and one that
+does not answer in time gives 504, each with a JSON body naming the pool; an answer that breaks off midway
+is cut off for the client too (its connection closes). A client that disconnects closes the upstream
+request. On the inference listener the proxy answers /health only; every other path is the engine's
+(/metrics and /props too). specwatch's own routes answer on the admin listener only, so a client of the
+engine sees the engine. After SIGTERM the requests in flight run on for ``drain_seconds``; the log says how
+many finished and how many were cut.
 
 Per request the forwarding path builds no framework objects: with Starlette's StreamingResponse and httpx
 (0.5-0.9 ms alone) the proxy took 1.6-1.9 ms of CPU per request on this machine, now 0.5-0.65 ms
@@ -29,25 +31,22 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route as Path
-from yarl import URL
 
 from agent.prompt_sampler import live_sample
 from agent.proxy import asgi, domains
 from agent.proxy.admin import admin_app
 from agent.proxy.config import ProxyConfig
+from agent.proxy.failover import Opener, Unreachable, describe
 from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pool, Pools
 from agent.proxy.prompts import prompt_text
+from agent.proxy.relay import HOP_BY_HOP, relay
 from agent.proxy.route import NoPool, Router
-from agent.proxy.timings import Served, SSETimings, aggregate, body_timings
+from agent.proxy.timings import Served
 from agent.sidecar import Sidecar
-from records import RecordError
 
 log = logging.getLogger("specwatch.proxy")
 INSPECTED = frozenset(("/v1/completions", "/v1/chat/completions", "/completion", "/completions"))
-HOP_BY_HOP = frozenset((b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
-                        b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"host", b"content-length",
-                        domains.HEADER.encode()))
 # Not passed to the engine either: the proxy read the whole body already, so it does not wait for a 100
 # Continue from the engine (aiohttp would honour the client's Expect, and an engine that ignores it stalls).
 NOT_SENT = HOP_BY_HOP | {b"expect"}
@@ -74,7 +73,10 @@ class Proxy:
                                    "/sample of the admin listener")
         pools.on_change = self._pools_changed
         self.client: aiohttp.ClientSession | None = None
+        self.opener: Opener | None = None
         self._checks: asyncio.Task | None = None
+        self.inflight = self.cut = 0  # requests being forwarded; cut by the end of the drain
+        self._drain: tuple[float, int] | None = None  # (monotonic start, requests in flight then)
 
     def _pools_changed(self) -> None:
         self.router.refresh()
@@ -87,24 +89,59 @@ class Proxy:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=c.connect_seconds, sock_read=c.read_seconds)
         # aiohttp sets TCP_NODELAY on its connections (a request's head and body go out in separate writes;
         # Nagle would hold the body back until the engine acknowledges the head).
-        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=IDLE_SECONDS)
-        self.client = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                            skip_auto_headers=NOT_ADDED, cookie_jar=aiohttp.DummyCookieJar(),
-                                            trust_env=False)
+        options = dict(timeout=timeout, auto_decompress=False, skip_auto_headers=NOT_ADDED,
+                       cookie_jar=aiohttp.DummyCookieJar(), trust_env=False)
+        self.client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=IDLE_SECONDS), **options)
+        fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True), **options)
+        self.opener = Opener(self.client, fresh, self.pools, lambda p: self.metrics.failovers.labels(p.name).inc())
         await self.pools.check_all(self.client)
         self._pools_changed()
         self._checks = asyncio.create_task(self.pools.run(self.client, c.health_seconds))
 
     async def stop(self) -> None:
+        """After the drain (uvicorn cancelled what still ran): say how it went, close the upstream clients."""
+        if self._drain is not None:
+            for _ in range(100):  # the cancelled requests unwind
+                if not self.inflight:
+                    break
+                await asyncio.sleep(0.01)
+            since, then = self._drain
+            took, left = time.monotonic() - since, self.cut + self.inflight
+            if left:
+                log.error("drain: %d request(s) in flight at the signal; %d cut after drain_seconds=%g (their "
+                          "answers broke off, nothing recorded of them), the rest finished", then, left,
+                          self.config.drain_seconds)
+            else:
+                log.info("drain: %d request(s) in flight at the signal, every one finished (%.1f s)", then, took)
         if self._checks is not None:
             self._checks.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._checks
+        if self.opener is not None:
+            await self.opener.fresh.close()
         if self.client is not None:
             await self.client.close()
 
+    def drain_started(self) -> None:
+        """SIGTERM: the requests in flight now may finish within ``drain_seconds``."""
+        self._drain = (time.monotonic(), self.inflight)
+        log.info("draining: %d request(s) in flight get up to %g s to finish", self.inflight,
+                 self.config.drain_seconds)
+
     # -- forwarding ----------------------------------------------------------------------------------------
     async def forward(self, scope: dict, receive: asgi.Receive, send: asgi.Send) -> None:
+        self.inflight += 1
+        try:
+            await self._forward(scope, receive, send)
+        except asyncio.CancelledError:
+            if self._drain is not None:  # uvicorn's drain ran out: this request is cut
+                self.cut += 1
+            raise
+        finally:
+            self.inflight -= 1
+
+    async def _forward(self, scope: dict, receive: asgi.Receive, send: asgi.Send) -> None:
         started = time.perf_counter()
         method, path, headers = scope["method"], scope["path"], scope["headers"]
         inspected = method == "POST" and path in INSPECTED
@@ -118,13 +155,15 @@ class Proxy:
         if body is None:
             return await asgi.send_json(send, 413, asgi.error_body(413, "request_too_large",
                                                                    f"body over {limit} bytes"))
+        lookahead = None
         try:
             if inspected:
-                header = asgi.header(headers, _DOMAIN)
+                header = domains.from_header(asgi.raw_header(headers, _DOMAIN))
                 # The body is parsed only when a rule reads it (a large prompt costs a millisecond to parse).
                 parsed = _json(body) if header is None and self._rules_read_body else None
                 domain = domains.resolve(header, path, parsed, self.config.rules)
-                pool = self.router.choose(domain).pool
+                route = self.router.choose(domain)
+                pool, lookahead = route.pool, route.decision.lookahead
                 if self.sampler is not None:  # the body is parsed only if the sample keeps this request
                     self.sampler.offer(domain, lambda: prompt_text(path, parsed if parsed is not None else _json(body)))
             else:
@@ -134,24 +173,33 @@ class Proxy:
         except NoPool as exc:
             self.metrics.count("none", "no_pool")
             return await asgi.send_json(send, 503, asgi.error_body(503, "no_upstream", str(exc)))
-        served = None
-        if inspected:
-            served = Served(domain, pool.name, pool.lookahead, pool.target_version or "unknown",
-                            pool.draft_version or self.pools.draft_of(pool.target_version),
-                            asgi.header(headers, b"x-request-id"), self.sidecar.pod)
         # The path as the client sent it (not percent-decoded and encoded again).
         target = (scope.get("raw_path") or path.encode()).decode("latin-1")
         query = scope.get("query_string")
-        url = URL(pool.base + target + ("?" + query.decode("latin-1") if query else ""), encoded=True)
+        target += "?" + query.decode("latin-1") if query else ""
         # aiohttp writes header values as UTF-8: a value that is not UTF-8 (obsolete in HTTP) would reach the
         # engine with U+FFFD in place of its stray bytes.
         out = [(k.decode("latin-1"), v.decode("utf-8", "replace")) for k, v in headers if k not in NOT_SENT]
         watch = asgi.Disconnect(receive)
-        result = "cancelled"
+        result, served = "cancelled", None
         try:
-            result = await self._exchange(send, method, url, out, body, pool, served, watch)
+            try:
+                answer, pool = await self.opener.open(method, target, out, body, pool,
+                                                      lambda tried: self.router.next_pool(lookahead, tried))
+            except Exception as exc:  # noqa: BLE001 - each kind answered below; the client gets a JSON error
+                result = None
+                return await self._failed(send, exc, pool, watch)
+            if inspected:
+                served = Served(domain, pool.name, pool.lookahead, pool.target_version or "unknown",
+                                pool.draft_version or self.pools.draft_of(pool.target_version),
+                                asgi.header(headers, b"x-request-id"), self.sidecar.pod)
+            try:
+                result = await relay(send, answer, pool, served, watch, self)
+            finally:
+                answer.close()  # back to the pool when read to its end, else closed (the engine stops generating)
         except asyncio.CancelledError:
             if not watch.gone:
+                result = "cut" if self._drain is not None else result
                 raise
             watch.absorb()
         finally:
@@ -159,94 +207,25 @@ class Proxy:
             if served is not None and result is not None:
                 self.metrics.count(pool.name, result, time.perf_counter() - started)
 
-    async def _exchange(self, send: asgi.Send, method: str, url: URL, headers: list, body: bytes, pool: Pool,
-                        served: Served | None, watch: asgi.Disconnect) -> str | None:
-        """Send the request to ``pool`` and relay its answer; the result to count (None: counted already)."""
-        try:
-            try:
-                answer = await self._open(method, url, headers, body)
-            except aiohttp.ServerDisconnectedError:
-                # A kept-alive connection the engine closed (it restarted, or dropped it idle) fails before any
-                # answer: the engine never saw the request, so send it once more on a fresh connection.
-                answer = await self._open(method, url, headers, body)
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-            self.metrics.count(pool.name, "connect_error")
-            watch.finish()
-            await asgi.send_json(send, 502, asgi.error_body(502, "upstream_unreachable",
-                                                   f"pool {pool.name} ({pool.base}): {_text(exc)}", pool.name))
-            return None
-        except asyncio.TimeoutError as exc:  # aiohttp's ServerTimeoutError is one
-            self.metrics.count(pool.name, "timeout")
-            watch.finish()
-            await asgi.send_json(send, 504, asgi.error_body(504, "upstream_timeout", f"pool {pool.name} ({pool.base}) "
-                                                   f"did not answer within {self.config.read_seconds:g} s: "
-                                                   f"{_text(exc)}", pool.name))
-            return None
-        except aiohttp.ClientError as exc:
-            self.metrics.count(pool.name, "connect_error")
-            watch.finish()
-            await asgi.send_json(send, 502, asgi.error_body(502, "upstream_failed",
-                                                   f"pool {pool.name} ({pool.base}): {_text(exc)}", pool.name))
-            return None
-        try:
-            return await self._relay(send, answer, pool, served, watch)
-        finally:
-            answer.close()  # back to the pool when read to its end, else closed (the engine stops generating)
-
-    def _open(self, method: str, url: URL, headers: list, body: bytes):
-        return self.client.request(method, url, headers=headers, data=body if body else None,
-                                   allow_redirects=False)
-
-    async def _relay(self, send: asgi.Send, answer: aiohttp.ClientResponse, pool: Pool, served: Served | None,
-                     watch: asgi.Disconnect) -> str:
-        """Relay the engine's answer as it comes; at the end, record the request's timings."""
-        status = answer.status
-        head = [(k, v) for k, v in answer.raw_headers if k.lower() not in HOP_BY_HOP or k.lower() == b"content-length"]
-        head.append((b"x-specwatch-pool", pool.name.encode()))
-        kind = answer.headers.get("content-type", "")
-        watched = served is not None and status < 400 and "content-encoding" not in answer.headers
-        scanner = SSETimings() if watched and kind.startswith("text/event-stream") else None
-        copy = bytearray() if watched and scanner is None else None
-        limit = self.config.max_record_body
-        await send({"type": "http.response.start", "status": status, "headers": head})
-        content = answer.content
-        try:
-            while chunk := await content.readany():
-                if scanner is not None:
-                    scanner.feed(chunk)
-                elif copy is not None:
-                    if len(copy) + len(chunk) <= limit:
-                        copy += chunk
-                    else:
-                        copy = None
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except asyncio.TimeoutError:
-            log.warning("pool %s: no chunk within %g s; answer cut off", pool.name, self.config.read_seconds)
-            return "timeout"  # the response stays incomplete: uvicorn closes the client's connection
-        except aiohttp.ClientError as exc:
-            log.warning("pool %s: answer broken off: %s", pool.name, _text(exc))
-            return "connect_error"
+    async def _failed(self, send: asgi.Send, exc: Exception, pool: Pool, watch: asgi.Disconnect) -> None:
+        """The answer when no engine answered: 502 (no pool could be reached, or the request failed), 504 (the
+        engine took longer than ``read_seconds`` to start its answer)."""
         watch.finish()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-        if status >= 400:
-            return "engine_error"
-        if not watched:
-            return "untimed"
-        if scanner is not None:
-            scanner.close()
-            return self._record(scanner.timings, served)
-        return self._record(body_timings(bytes(copy)) if copy is not None else None, served)
-
-    def _record(self, timings: dict | None, served: Served) -> str:
-        try:
-            record = aggregate(timings, served, time.time())
-        except RecordError as exc:
-            log.warning("pool %s: engine timings refused: %s", served.pool, exc)
-            return "refused"
-        if record is None:
-            return "untimed"
-        self.sidecar.record(record)
-        return "recorded"
+        if isinstance(exc, Unreachable):
+            self.metrics.count(exc.pool.name, "connect_error")
+            return await asgi.send_json(send, 502, asgi.error_body(502, "upstream_unreachable", str(exc),
+                                                                   exc.pool.name))
+        if isinstance(exc, asyncio.TimeoutError):  # aiohttp's ServerTimeoutError is one
+            self.metrics.count(pool.name, "timeout")
+            return await asgi.send_json(send, 504, asgi.error_body(504, "upstream_timeout", f"pool {pool.name} "
+                                        f"({pool.base}) did not answer within {self.config.read_seconds:g} s: "
+                                        f"{describe(exc)}", pool.name))
+        if isinstance(exc, aiohttp.ClientError):
+            self.metrics.count(pool.name, "connect_error")
+            return await asgi.send_json(send, 502, asgi.error_body(502, "upstream_failed",
+                                                                   f"pool {pool.name} ({pool.base}): {describe(exc)}",
+                                                                   pool.name))
+        raise exc
 
     def _any_pool(self) -> Pool:
         healthy = self.pools.healthy()
@@ -308,6 +287,3 @@ def _json(body: bytes) -> dict | None:
         return None
     return parsed if isinstance(parsed, dict) else None
 
-
-def _text(exc: Exception) -> str:
-    return str(exc) or type(exc).__name__

@@ -23,6 +23,14 @@ def header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
     return None
 
 
+def raw_header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    """The first value of header ``name`` as the client sent its bytes."""
+    for key, value in headers:
+        if key == name:
+            return value
+    return None
+
+
 async def read_body(receive: Receive, limit: int) -> bytes | None:
     """The whole request body; None as soon as it exceeds ``limit`` bytes. ClientGone on a disconnect."""
     chunks: list[bytes] = []

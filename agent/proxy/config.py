@@ -69,8 +69,15 @@ class ProxyConfig:
 
     - ``health_seconds``: between health checks of each pool (and re-reads of its versions: /props is cheap,
       the GGUF hash is cached by path, size and modification time).
-    - ``connect_seconds`` / ``read_seconds``: upstream connect timeout (then 502) and the longest wait for
-      the engine's answer or its next streamed chunk (then 504, or the stream is closed).
+    - ``connect_seconds`` / ``read_seconds``: upstream connect timeout (then the next healthy pool, else
+      502) and the longest wait for the engine's answer or its next streamed chunk (then 504, or the stream is
+      closed). 600 s, llama-server's own ``--timeout``: a non-streamed completion sends nothing until its
+      last token, so the proxy must not give up before the engine does (docs/durability.md).
+    - ``header_seconds``: a client has this long, from connecting (or from its previous answer), to send a
+      request's headers; then the connection is closed.
+    - ``drain_seconds``: after SIGTERM, how long requests in flight may run on (streams too) before they are
+      cut; ``shutdown_seconds``: after that, the final flush and the alert state, then what the database
+      has not taken goes to the dead-letter file. deploy/proxy's terminationGracePeriodSeconds covers both.
     - ``max_body``: largest request body the proxy reads to find the domain (bigger: 413).
     - ``max_record_body``: largest non-streamed answer whose copy is kept to read its timings.
     - ``sidecar``: store, alerts, metrics and policy options, as for `specwatch serve`.
@@ -90,6 +97,8 @@ class ProxyConfig:
     health_seconds: float = 2.0
     connect_seconds: float = 5.0
     read_seconds: float = 600.0
+    header_seconds: float = 15.0
+    drain_seconds: float = 30.0
     shutdown_seconds: float = 8.0
     max_body: int = 16 * 1024 * 1024
     max_record_body: int = 8 * 1024 * 1024
@@ -111,7 +120,8 @@ class ProxyConfig:
             raise ProxyConfigError("admin_host", f"must be non-empty text, got {self.admin_host!r}")
         if type(self.admin_port) is not int or not 0 <= self.admin_port <= 65535:
             raise ProxyConfigError("admin_port", f"must be an integer in 0..65535, got {self.admin_port!r}")
-        for name in ("health_seconds", "connect_seconds", "read_seconds", "shutdown_seconds"):
+        for name in ("health_seconds", "connect_seconds", "read_seconds", "header_seconds", "drain_seconds",
+                     "shutdown_seconds"):
             value = getattr(self, name)
             if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
                 raise ProxyConfigError(name, f"must be a positive number of seconds, got {value!r}")

@@ -1,16 +1,25 @@
 """The domain of a proxied request: the ``X-Specwatch-Domain`` header, else the first configured rule that
 matches (the request's ``model``, a path prefix, a field of its ``metadata`` object), else ``default``.
-Names are validated as StepRecord validates ``domain`` (printable, 1..64 characters)."""
+Names are validated as StepRecord validates ``domain`` (printable, 1..64 characters).
+
+The header's bytes are read as UTF-8 (HTTP gives field values no charset, RFC 7230 3.2.4 and RFC 9110 5.5:
+bytes beyond ASCII are opaque to it, and UTF-8 is what clients send), or in RFC 8187's form ``UTF-8''caf%C3%A9`` (the
+charset and an optional language, then percent-encoded UTF-8) for a client that keeps headers ASCII. Bytes
+that are not UTF-8 are refused, naming the header, rather than stored garbled."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 HEADER = "x-specwatch-domain"
 DEFAULT = "default"
 MAX_LENGTH = 64
 KINDS = ("model", "path", "metadata")
+# RFC 8187 ext-value: charset "'" [ language ] "'" value-chars (attr-char or pct-encoded).
+EXT_VALUE = re.compile(rb"(?i)^utf-8'[a-z0-9-]*'((?:[a-z0-9!#$&+.^_`|~-]|%[0-9a-f]{2})*)$")
 
 
 class DomainError(ValueError):
@@ -82,6 +91,20 @@ class DomainRule:
             return check(value, f"metadata.{self.key}") if value is not None else None
         except DomainError:
             return None  # a client's free-form field: an unusable value falls through to later rules
+
+
+def from_header(raw: bytes | None) -> str | None:
+    """The header's value as text (see the module docstring); DomainError when it is not UTF-8."""
+    if raw is None:
+        return None
+    found = EXT_VALUE.match(raw)
+    if found is not None:
+        raw = unquote_to_bytes(found.group(1))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DomainError("X-Specwatch-Domain", f"not UTF-8 (byte 0x{raw[exc.start]:02X} at {exc.start}): send "
+                                                f"the name in UTF-8, or as UTF-8''caf%C3%A9 (RFC 8187)") from None
 
 
 def resolve(header: str | None, path: str, body: dict | None, rules: tuple[DomainRule, ...]) -> str:

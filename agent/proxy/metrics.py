@@ -1,18 +1,26 @@
 """The proxy's own metrics (besides the sidecar's per-domain ones on the same registry): requests per pool
-and result, their wall time through the proxy, and which pools are up. Labels are pools (configured, so
-bounded) and a fixed set of results; never domains."""
+and result, their wall time through the proxy, which pools are up, requests sent on to another pool (a
+pool that could not be reached), and records stored under ``other`` (their domain over ``max_domains``).
+Labels are pools (configured, so bounded) and a fixed set of results; never domains."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
 
-RESULTS = ("recorded", "untimed", "refused", "engine_error", "connect_error", "timeout", "cancelled", "no_pool")
+RESULTS = ("recorded", "untimed", "refused", "engine_error", "connect_error", "timeout", "cancelled", "no_pool",
+           "cut")
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
 class ProxyMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None):
+    def __init__(self, registry: CollectorRegistry | None = None, sidecar=None):
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.failovers = Counter("specwatch_proxy_failovers", "Requests sent on to another pool before any byte "
+                                 "was answered: the pool they were routed to could not be reached (from_pool).",
+                                 ["from_pool"], registry=self.registry)
+        if sidecar is not None:
+            self.registry.register(_Overflow(sidecar))
         self.requests = Counter("specwatch_proxy_requests", "Requests through the proxy by pool and result "
                                 "(recorded: a record was taken from the engine's timings).",
                                 ["pool", "result"], registry=self.registry)
@@ -37,3 +45,17 @@ class ProxyMetrics:
     def set_health(self, pools) -> None:
         for p in pools:
             self.healthy.labels(p.name).set(1 if p.healthy else 0)
+
+
+class _Overflow:
+    """Records stored under ``other``: their domain came when ``max_domains`` others held the slots."""
+
+    def __init__(self, sidecar):
+        self._sidecar = sidecar
+
+    def describe(self):
+        return self.collect()
+
+    def collect(self):
+        return [CounterMetricFamily("specwatch_proxy_domain_overflow", "Records stored under the domain other: "
+                                    "more domains than max_domains were live.", value=self._sidecar.stored_as_other)]

@@ -1,7 +1,7 @@
 """Upstream pools: their health, their lookahead and the model versions they serve, checked in the background.
 
-Each check asks the engine's ``/health`` (llama.cpp answers 503 while loading); a pool that fails is out of
-rotation until a check passes again. A healthy pool's ``/props`` (else ``/v1/models``) is read on every check
+Each check asks the engine's ``/health`` (llama.cpp answers 503 while loading); a pool that fails, or that a
+request could not reach (``failed``), is out of rotation until a check passes again. A healthy pool's ``/props`` (else ``/v1/models``) is read on every check
 (cheap: the GGUF hash is cached by path, size and modification time), so a target replaced behind the proxy,
 or an engine restarted with other flags, shows in the next check.
 """
@@ -74,6 +74,14 @@ class Pools:
             if p.lookahead > 0 and p.draft_version and p.target_version == target_version:
                 return p.draft_version
         return NO_DRAFT
+
+    def failed(self, pool: Pool, error: str) -> None:
+        """A request could not reach ``pool``: out of rotation now; the next passing check brings it back."""
+        was, pool.healthy, pool.error, pool.checked = pool.healthy, False, error, time.time()
+        if was:
+            log.warning("pool %s out of rotation: %s", pool.name, error)
+            if self.on_change is not None:
+                self.on_change()
 
     async def check_all(self, client: aiohttp.ClientSession) -> None:
         changed = await asyncio.gather(*(self.check(p, client) for p in self.all))

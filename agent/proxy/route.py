@@ -72,6 +72,14 @@ class Router:
         same = [p for p in healthy if wanted is None or p.target_version == wanted.target_version] or healthy
         return min(same, key=lambda p: (abs(p.lookahead - lookahead), p.lookahead))
 
+    def next_pool(self, lookahead: int | None, tried: list[Pool]) -> Pool | None:
+        """The next-best healthy pool after ``tried`` could not be reached: the one ``pool_for`` gives among the
+        rest (any when ``lookahead`` is None, a request the proxy does not inspect), or None."""
+        left = [p for p in self.pools.healthy() if p not in tried]
+        if not left:
+            return None
+        return left[0] if lookahead is None else self.pool_for(lookahead, left)
+
     def latest(self, domain: str) -> Route | None:
         """The route of the domain's latest decision, without deciding (GETs create no state)."""
         healthy = self.pools.healthy()

@@ -1,7 +1,9 @@
-"""Scheduler jobs: which run, their options, one scheduler per process, failures kept, a final flush."""
+"""Scheduler jobs: which run, their options, one scheduler per process, failures kept, a final flush, a flush
+the database holds counted as timed out once (and no skipped run warned of every second)."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -64,7 +66,8 @@ def test_jobs_run_only_where_there_is_work_with_sane_options(store):
     try:
         jobs = {j.id: j for j in wired.scheduler.get_jobs()}
         assert jobs["flush"].misfire_grace_time == 1 and jobs["refit"].misfire_grace_time == 120
-        assert all(j.max_instances == 1 and j.coalesce for j in jobs.values())
+        # The flush alone may start beside a running one: that run only counts a stalled flush.
+        assert all(j.max_instances == (2 if name == "flush" else 1) and j.coalesce for name, j in jobs.items())
         # The first refit runs at start, not an interval later: it hands the fits to the scheduler.
         assert wait_for(lambda: refitting.refits == 1, timeout=5)
     finally:
@@ -115,6 +118,30 @@ def test_a_failing_job_is_reported_and_retried(store, monkeypatch, caplog):
     finally:
         jobs.shutdown(final_flush=False)
     assert "job flush failed: database is locked" in caplog.text
+
+
+def test_a_flush_the_database_holds_is_counted_as_timed_out_once_and_reported(store, monkeypatch, caplog):
+    sidecar = Sidecar(store, Refitting())
+    held, calls = threading.Event(), []
+
+    def hung(now=None):
+        calls.append(now)
+        held.wait(30)  # a statement waiting for a lock another connection holds
+
+    monkeypatch.setattr(sidecar, "flush", hung)
+    jobs = Jobs(sidecar, Intervals(flush=0.1), stalled_after=0.5).start()
+    try:
+        assert wait_for(lambda: jobs.flush_timeouts == 1)
+        assert jobs.flush_running_seconds >= 0.5
+        time.sleep(0.6)  # more runs come and go meanwhile: still one stall, one flush
+        assert jobs.flush_timeouts == 1 and len(calls) == 1
+        assert "does not answer" in jobs.errors["flush"]
+    finally:
+        held.set()
+        jobs.shutdown(final_flush=False)
+    assert caplog.text.count("a flush has run over 0.5 s") == 1
+    assert "maximum number of running instances" not in caplog.text
+    assert jobs.flush_running_seconds == 0.0
 
 
 def test_intervals_are_validated():

@@ -43,7 +43,8 @@ OBJECT_META = "https://kubernetes.io/api/_definitions.json#/$defs/io.k8s.apimach
 # Prometheus can evaluate.
 ACCEPTANCE_ALERTS = {"SpecwatchAcceptanceDrop", "SpecwatchAcceptanceBelowDailyBaseline",
                      "SpecwatchAcceptanceBelowBreakEven", "SpecwatchSpeculationDisabled"}
-HEALTH_ALERTS = {"SpecwatchDown", "SpecwatchAbsent", "SpecwatchNoSteps", "SpecwatchRingDropping"}
+HEALTH_ALERTS = {"SpecwatchDown", "SpecwatchAbsent", "SpecwatchNoSteps", "SpecwatchRingDropping",
+                 "SpecwatchDatabaseUnreachable", "SpecwatchRecordsDeadLettered"}
 
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason=(

@@ -113,3 +113,23 @@ def test_the_argument_check_has_power(bad):
 
     with pytest.raises(typer.TyperException, match="admin-prot|valid integer"):
         parse(container()["args"] + [bad])
+
+
+def test_the_grace_period_covers_the_drain_and_the_final_flush_and_the_engines_outlive_the_drain():
+    from agent.lifecycle import Shutdown
+
+    spec = one("Deployment")["spec"]["template"]["spec"]
+    given = options()
+    shutdown = Shutdown(drain=given["drain_seconds"], close=given["shutdown_seconds"])
+    assert shutdown.drain >= 30  # in-flight streams get Kubernetes' default grace period at least
+
+    def pre_stop(c: dict) -> float:
+        command = c["lifecycle"]["preStop"]["exec"]["command"]
+        assert command[0] == "sleep"
+        return float(command[1])
+
+    proxy_wait = pre_stop(container())
+    assert spec["terminationGracePeriodSeconds"] >= proxy_wait + shutdown.total
+    for engine in (c for c in spec["containers"] if c["name"] != "specwatch"):
+        assert pre_stop(engine) >= proxy_wait + shutdown.drain, engine["name"]  # serving until drained
+        assert pre_stop(engine) < spec["terminationGracePeriodSeconds"]

@@ -8,7 +8,7 @@ import pytest
 
 from agent.config import SidecarConfig
 from agent.proxy.config import ProxyConfig, Upstream
-from agent.proxy.run import build
+from agent.proxy.run import build, server_options
 from tests.proxy.fake_engine import FakeEngine
 from tests.proxy.servers import Running
 
@@ -42,6 +42,7 @@ def proxy(tmp_path):
             runtime.taken = []  # every record the proxy hands the sidecar, in order
             record = runtime.sidecar.record
             runtime.sidecar.record = lambda r: (runtime.taken.append(r), record(r))
-            running = stack.enter_context(Running(runtime.app, sockets=listeners.sockets))
+            running = stack.enter_context(Running(runtime.app, sockets=listeners.sockets,
+                                                  **server_options(runtime.config)))  # as `specwatch proxy`
             return running.url, runtime
         yield make
