@@ -19,7 +19,8 @@ and >= the draft pool at llama.cpp's default K in every domain; the proxy's stor
 engine's own per-request figures (drafted, accepted, tokens) summed per domain and pool.
 Not a test: prints a table and writes bench/results/real_model.json.
 
-    python bench/real_model.py [--requests 200] [--tokens 64] [--policy NAME] [--quick]
+    python bench/real_model.py [--requests 200] [--tokens 64] [--policy NAME] [--default-pool k64] [--quick]
+    python bench/real_model.py --show      # the last run's tables again, and the summary as markdown
 """
 
 from __future__ import annotations
@@ -187,6 +188,8 @@ def main() -> None:
     report(out)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
+    args.out.with_suffix(".partial.json").unlink(missing_ok=True)
+    print(markdown(out))
 
 
 def summary(out: dict) -> dict:
@@ -238,5 +241,25 @@ def report(out: dict) -> None:
     console.print(f"{out['seconds']:.0f} s")
 
 
+def markdown(out: dict) -> str:
+    """The summary as a markdown table (README, docs): ``python bench/real_model.py --show``."""
+    s = out["summary"]
+    head = ["domain", "requests", *POOLS, PROXY, "best fixed", "proxy/best", "proxy/k64", "proxy/k3"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for domain, r in s.items():
+        for horizon, rates, best, ratio in (("all", r["tokens_per_second"], r["best_fixed"], r["proxy_vs_best"]),
+                                            ("first 20", r["first_20"], r["best_fixed_20"], r["proxy_vs_best_20"])):
+            n = out["requests"] if horizon == "all" else 20
+            lines.append("| " + " | ".join([domain, str(n), *(f"{rates[c]:.1f}" for c in (*POOLS, PROXY)), best,
+                                            f"**{ratio:.1%}**", f"{rates[PROXY] / rates[SPEC_DEFAULT]:.1%}",
+                                            f"{rates[PROXY] / rates[DRAFT_DEFAULT]:.1%}"]) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--show"]:  # the table of the last run, without running anything
+        saved = json.loads(RESULTS.read_text())
+        report(saved)
+        print(markdown(saved))
+    else:
+        main()
