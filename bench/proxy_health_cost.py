@@ -1,13 +1,19 @@
-"""Benchmark: what the proxy's health checks cost the pool it serves from, on the real model.
+"""Benchmark: the time the proxy adds to a request on the real model, and how much of it is the engine's.
 
-Each health check asks a pool's llama-server for /health, /props and /slots; /props and /slots wait for the
-server's task loop, between decoding steps. One llama-server (SmolLM2-135M-Instruct Q4_1, no speculation,
-one thread) is asked directly and through `specwatch proxy` with health checks every 0.5 s (what the engine
-benchmarks use, for quick failover in their runs) and every 2 s (the proxy's default), interleaved request by
-request, same prompt for all three. Prints tokens/s and the added wall time per request; writes
-bench/results/proxy_health_cost.json. Not a test.
+Two identical llama-servers (SmolLM2-135M-Instruct Q4_1, no speculation, one thread each): ``A`` is only
+ever asked directly and nobody checks its health; ``B`` sits behind `specwatch proxy` (its health checks
+every --health-seconds) beside five idle pools of other kinds, as in bench/real_model.py, and is also asked
+directly. Interleaved request by request, the same chat prompt for all three:
 
-    python bench/proxy_health_cost.py [--requests 30] [--tokens 64]
+    A direct          the engine with nothing around it
+    B direct          the same engine while the proxy checks it: B direct - A direct = what checks cost B
+    proxy -> B        through the proxy: proxy -> B - B direct = the proxy's own path
+
+Per configuration: tokens/s, the wall time added per request against ``A direct`` (median, mean) and the
+engine's own time (prompt_ms + predicted_ms from its timings) added likewise, which tells a slower engine
+from a slower path. Writes bench/results/proxy_health_cost.json (one entry per --label). Not a test.
+
+    python bench/proxy_health_cost.py [--requests 40] [--tokens 64] [--health-seconds 2] [--label NAME] [--repo DIR]
 """
 
 from __future__ import annotations
@@ -23,31 +29,40 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.engines.llamacpp import LlamaServer, LlamaServerConfig, free_port  # noqa: E402
+from agent.engines.llamacpp import LlamaServer, free_port  # noqa: E402
 from agent.pretrained.prepare import Prepared  # noqa: E402
 from agent.pretrained.prompts import prompts as prompt_set  # noqa: E402
 from bench.engine_llamacpp import start_proxy  # noqa: E402
-from bench.real_model import ask  # noqa: E402
+from bench.real_model import POOLS, ask, server_config  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "proxy_health_cost.json"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--health-seconds", type=float, default=2.0, help="the proxy's (default: its own, 2)")
+    parser.add_argument("--label", default=None, help="the entry's name in the JSON (default: the interval)")
+    parser.add_argument("--repo", type=Path, default=None,
+                        help="run the proxy from this checkout (default: this one), to compare two versions")
     args = parser.parse_args()
+    label = args.label or f"checks every {args.health_seconds:g} s"
     model = Prepared.read("smollm2-135m")
     work = Path(tempfile.mkdtemp(prefix="bench-health-"))
-    server = LlamaServer(LlamaServerConfig(model=model.target_gguf, threads=1, ctx_size=2048),
-                         log_path=work / "off.log").start()
-    proxies, urls = [], {"direct": server.base_url}
+    a = LlamaServer(server_config(model, "off", free_port()), log_path=work / "a.log")
+    pools = {name: LlamaServer(server_config(model, name, free_port()), log_path=work / f"{name}.log")
+             for name in POOLS}
+    servers, proxy = [a, *pools.values()], None
     try:
-        for seconds in (0.5, 2.0):
-            port = free_port()
-            proxies.append(start_proxy({"off": server.base_url}, port, f"sqlite:///{work / f'{seconds}.db'}",
-                                       work / f"proxy-{seconds}.log", health_seconds=seconds))
-            urls[f"proxy, checks every {seconds:g} s"] = f"http://127.0.0.1:{port}"
+        for s in servers:
+            s.start()
+        port = free_port()
+        # the policy routes every request to B (the off pool): what is measured is the path, not a choice
+        proxy = start_proxy({n: s.base_url for n, s in pools.items()}, port, f"sqlite:///{work / 'p.db'}",
+                            work / "proxy.log", health_seconds=args.health_seconds, policy="fixed:0",
+                            **({"repo": args.repo} if args.repo else {}))
+        urls = {"A direct": a.base_url, "B direct": pools["off"].base_url, "proxy -> B": f"http://127.0.0.1:{port}"}
         rows = {name: [] for name in urls}
         chats = prompt_set("chat", "heldout")
         with httpx.Client(timeout=300) as client:
@@ -55,22 +70,37 @@ def main() -> None:
                 names = list(urls)
                 for j in range(len(names)):
                     name = names[(i + j) % len(names)]
-                    rows[name].append(ask(client, urls[name], "chat", chats[i].messages, args.tokens, f"h{i}{j}"))
+                    rows[name].append(ask(client, urls[name], "chat", chats[i % len(chats)].messages, args.tokens,
+                                          f"h{i}{j}"))
+                print(f"\r{i + 1}/{args.requests}", end="", file=sys.stderr)
+        print(file=sys.stderr)
     finally:
-        for p in proxies:
-            p.terminate()
-            p.wait(60)
-        server.stop()
-    out = {"requests": args.requests, "tokens": args.tokens, "configurations": {}}
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait(60)
+        for s in servers:
+            s.stop()
+    entry = {"requests": args.requests, "tokens": args.tokens, "health_seconds": args.health_seconds,
+             "configurations": {}}
+    base = rows["A direct"]
+    print(f"{label}: {args.requests} requests of {args.tokens} tokens per configuration")
+    print(f"{'configuration':<14} {'tok/s':>6}  {'added wall ms (median, mean)':>30}  {'added engine ms (median, mean)':>31}")
     for name, got in rows.items():
-        added = [(r["wall"] - d["wall"]) * 1000 for r, d in zip(got, rows["direct"]) if r["n"] == d["n"]]
-        out["configurations"][name] = {
+        pairs = [(r, d) for r, d in zip(got, base) if r["n"] == d["n"]]
+        wall = [(r["wall"] - d["wall"]) * 1000 for r, d in pairs]
+        engine = [(r["engine"] - d["engine"]) * 1000 for r, d in pairs]
+        c = entry["configurations"][name] = {
             "tokens_per_second": sum(r["n"] for r in got) / sum(r["wall"] for r in got),
-            "added_ms_median": statistics.median(added), "added_ms_mean": statistics.mean(added)}
-        c = out["configurations"][name]
-        print(f"{name:<28} {c['tokens_per_second']:6.1f} tok/s   added per request: median "
-              f"{c['added_ms_median']:6.1f} ms, mean {c['added_ms_mean']:6.1f} ms")
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+            "added_wall_ms_median": statistics.median(wall), "added_wall_ms_mean": statistics.mean(wall),
+            "added_engine_ms_median": statistics.median(engine), "added_engine_ms_mean": statistics.mean(engine),
+            "pools": sorted({r["pool"] for r in got if r["pool"]})}
+        print(f"{name:<14} {c['tokens_per_second']:6.1f}  {c['added_wall_ms_median']:14.1f} {c['added_wall_ms_mean']:14.1f}"
+              f"  {c['added_engine_ms_median']:15.1f} {c['added_engine_ms_mean']:15.1f}")
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if "configurations" in results:  # the earlier layout: one run, one server
+        results = {"one server (earlier layout)": results}
+    results[label] = entry
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

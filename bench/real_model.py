@@ -71,7 +71,8 @@ def ask(client: httpx.Client, url: str, domain: str, messages: list, tokens: int
     wall = time.perf_counter() - started
     answer.raise_for_status()
     t = answer.json()["timings"]
-    return {"n": t["predicted_n"], "wall": wall, "drafted": t.get("draft_n", 0),
+    return {"n": t["predicted_n"], "wall": wall, "engine": (t.get("prompt_ms", 0) + t.get("predicted_ms", 0)) / 1000,
+            "drafted": t.get("draft_n", 0),
             "accepted": t.get("draft_n_accepted", 0), "pool": answer.headers.get("x-specwatch-pool", "")}
 
 
@@ -136,6 +137,10 @@ def main() -> None:
     parser.add_argument("--policy", default=None, help="the proxy's policy (default: the proxy's own)")
     parser.add_argument("--default-pool", default=SPEC_DEFAULT,
                         help="the proxy's --default-pool (default k64: llama.cpp's own --spec-default); '' for none")
+    parser.add_argument("--health-seconds", type=float, default=2.0,
+                        help="the proxy's health-check interval (default: its own default, 2)")
+    parser.add_argument("--repo", type=Path, default=None,
+                        help="run the proxy from this checkout (default: this one), to compare two versions")
     parser.add_argument("--quick", action="store_true", help="20 requests, 32 tokens")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -155,15 +160,17 @@ def main() -> None:
            "requests": args.requests, "tokens": args.tokens, "threads_per_server": 1,
            "pools": {n: {"speculation": s, "lookahead": k} for n, (s, k) in POOLS.items()},
            "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-           "policy": args.policy or "the proxy's default", "default_pool": args.default_pool or None}
+           "policy": args.policy or "the proxy's default", "default_pool": args.default_pool or None,
+           "health_seconds": args.health_seconds, "proxy_checkout": str(args.repo) if args.repo else "this one"}
     proxy = None
     try:
         for s in servers:
             s.start()
         port = free_port()
         proxy = start_proxy({n: s.base_url for n, s in behind.items()}, port, db, work / "proxy.log",
-                            policy=args.policy,
-                            extra=("--default-pool", args.default_pool) if args.default_pool else ())
+                            health_seconds=args.health_seconds, policy=args.policy,
+                            extra=("--default-pool", args.default_pool) if args.default_pool else (),
+                            **({"repo": args.repo} if args.repo else {}))
         urls = {**{n: s.base_url for n, s in fixed.items()}, PROXY: f"http://127.0.0.1:{port}"}
         began = time.monotonic()
         with httpx.Client(timeout=600) as client:

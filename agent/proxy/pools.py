@@ -1,9 +1,15 @@
 """Upstream pools: their health, their lookahead and the model versions they serve, checked in the background.
 
 Each check asks the engine's ``/health`` (llama.cpp answers 503 while loading); a pool that fails, or that a
-request could not reach (``failed``), is out of rotation until a check passes again. A healthy pool's ``/props`` (else ``/v1/models``) is read on every check
-(cheap: the GGUF hash is cached by path, size and modification time), so a target replaced behind the proxy,
-or an engine restarted with other flags, shows in the next check.
+request could not reach (``failed``), is out of rotation until a check passes again. A healthy pool's ``/props``
+(else ``/v1/models``) and ``/slots`` are read on every check (the GGUF hash is cached by path, size and
+modification time), so a target replaced behind the proxy, or an engine restarted with other flags, shows in
+the next check.
+
+A pool that answered a request since its last check has shown it is up, and is checked only every
+``BUSY_ROUNDS`` rounds: /slots waits for the engine's task loop between decoding steps, and a busy pool would
+otherwise be asked three times per round while it serves (bench/proxy_health_cost.py measures what that
+costs the request it serves). Versions of a busy pool are therefore at most ``BUSY_ROUNDS`` rounds old.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from agent.proxy.versions import FileVersions, models_id, props_lookahead, props
 
 log = logging.getLogger("specwatch.proxy")
 NO_DRAFT = "none"  # draft version of records from a pool without a draft when no pool has one
+BUSY_ROUNDS = 5  # a pool that answered since its last check is checked every this many rounds
 
 
 @dataclass
@@ -36,6 +43,8 @@ class Pool:
     draft_version: str | None = None
     checked: float | None = None
     error: str | None = "not checked yet"
+    answered: bool = False  # an answer came back from it since its last check
+    skipped: int = 0  # rounds skipped in a row because it was answering
 
     @property
     def name(self) -> str:
@@ -83,8 +92,17 @@ class Pools:
             if self.on_change is not None:
                 self.on_change()
 
-    async def check_all(self, client: aiohttp.ClientSession) -> None:
-        changed = await asyncio.gather(*(self.check(p, client) for p in self.all))
+    async def check_all(self, client: aiohttp.ClientSession, busy_rounds: int = 1) -> None:
+        """Check every pool, except one that answered since its last check and was checked within the last
+        ``busy_rounds`` rounds (1: every pool, every round)."""
+        due = []
+        for p in self.all:
+            if p.healthy and p.answered and p.skipped + 1 < busy_rounds:
+                p.skipped += 1
+            else:
+                due.append(p)
+            p.answered = False
+        changed = await asyncio.gather(*(self.check(p, client) for p in due))
         if any(changed) and self.on_change is not None:
             self.on_change()
 
@@ -93,7 +111,7 @@ class Pools:
         while True:
             started = time.monotonic()
             try:
-                await self.check_all(client)
+                await self.check_all(client, BUSY_ROUNDS)
             except Exception:  # a bug in a check must not end health checking
                 log.exception("pool health check failed")
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
@@ -101,6 +119,7 @@ class Pools:
     async def check(self, pool: Pool, client: aiohttp.ClientSession) -> bool:
         """Check one pool; True when its health, lookahead or versions changed."""
         before = (pool.healthy, pool.lookahead, pool.target_version, pool.draft_version)
+        pool.skipped = 0
         try:
             async with client.get(pool.base + "/health", timeout=self._timeout) as answer:
                 await answer.read()

@@ -54,6 +54,7 @@ async def relay(send: asgi.Send, answer: aiohttp.ClientResponse, pool: Pool, ser
         return "connect_error"
     watch.finish()
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+    pool.answered = pool.answered or status < 500  # it is up: the next health check may pass it by
     if status >= 400:
         return "engine_error"
     if not watched:

@@ -204,3 +204,38 @@ def test_a_draft_version_naming_a_file_is_that_file_content_hash(engines, proxy,
     url, runtime = proxy({"k2": engines(FakeEngine(lookahead=2, accepted=1))}, drafts={"k2": str(draft)})
     version = runtime.proxy.pools.by_name["k2"].draft_version
     assert version.startswith("draft.gguf@") and len(version) == len("draft.gguf@") + 12
+
+
+def test_a_pool_that_answers_is_checked_every_busy_rounds_and_an_idle_one_every_round():
+    import asyncio
+
+    from agent.proxy import pools as pools_module
+
+    checked: list[str] = []
+
+    class Counting(Pools):
+        async def check(self, pool, client):
+            checked.append(pool.name)
+            pool.skipped, pool.healthy = 0, True
+            return False
+
+    pools = Counting((Upstream("k2", "http://a:1"), Upstream("off", "http://b:1")))
+    for p in pools.all:
+        p.healthy = True
+    busy, idle = pools.by_name["k2"], pools.by_name["off"]
+    rounds = 4 * pools_module.BUSY_ROUNDS
+    for _ in range(rounds):
+        busy.answered = True  # it answered a request since the last round
+        asyncio.run(pools.check_all(None, pools_module.BUSY_ROUNDS))
+    assert checked.count("off") == rounds
+    assert checked.count("k2") == rounds // pools_module.BUSY_ROUNDS
+    # a pool taken out of rotation by a failed request is checked at the next round, answered or not
+    checked.clear()
+    busy.answered, busy.healthy = True, False
+    asyncio.run(pools.check_all(None, pools_module.BUSY_ROUNDS))
+    assert "k2" in checked
+    # busy_rounds=1 (the first check at start-up) checks every pool
+    checked.clear()
+    busy.answered = idle.answered = True
+    asyncio.run(pools.check_all(None))
+    assert sorted(checked) == ["k2", "off"]
