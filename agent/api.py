@@ -32,7 +32,7 @@ from agent.prompt_sampler import NDJSON, OFF, PromptSampler
 from agent.readiness import Readiness
 from agent.sidecar import Sidecar
 from agent.strict_json import BadJSON, StrictJSONRoute
-from records import RecordError
+from specwatch_core.records import RecordError
 from storage import StoreError
 
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024

@@ -10,13 +10,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from records import MAX_STEPS, StepRecord
+from specwatch_core.records import MAX_STEPS, StepRecord
 
 Strict = ConfigDict(strict=True, extra="forbid")
 
 
 class StepRecordIn(BaseModel):
-    """One speculative step, or an aggregate of ``steps`` steps of one request (see records/records.py for the
+    """One speculative step, or an aggregate of ``steps`` steps of one request (see specwatch_core/records.py for the
     terms). Old clients send no aggregate field: their record is the case steps = 1."""
 
     model_config = ConfigDict(strict=True, extra="forbid", json_schema_extra={"example": {

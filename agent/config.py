@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from agent.ring_layout import check_name
-from common import settings
+from specwatch_core import settings
 from storage.config import StoreConfig
 from storage.counts import MAX_LOOKAHEAD
 from storage.engine import Timeouts

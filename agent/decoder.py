@@ -25,7 +25,7 @@ import torch
 from agent import sampling
 from agent.devices import resolve_device, resolve_dtype, synchronize
 from agent.versions import weights_version
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from agent import ring_layout as rl
 from policies.base import Decision, StopDrafting
 from policies.confidence_state import stop_rule
-from records import RecordError, StepRecord
-from records.records import _check_text
+from specwatch_core.records import RecordError, StepRecord
+from specwatch_core.records import _check_text
 
 log = logging.getLogger(__name__)
 # module constants as globals: one dictionary look-up each on the hot path instead of two

@@ -25,7 +25,7 @@ import time
 
 from agent import ring_layout as rl
 from agent.ring_client import RingClient
-from records import RecordError, StepRecord
+from specwatch_core.records import RecordError, StepRecord
 
 log = logging.getLogger(__name__)
 

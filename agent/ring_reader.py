@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from agent import ring_layout as rl
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from agent.engine_pages import PageError, Series, read_page
 from agent.scrape_io import POST_BATCH, Rejected, SidecarSink, Sink, StoreSink, fetch
 from agent.scrape_names import domain_of, pod_of
 from agent.scrape_records import accepted_lengths, lookahead_groups, records_of, synthesize
-from records import RecordError
+from specwatch_core.records import RecordError
 from storage import StoreError
 
 log = logging.getLogger(__name__)

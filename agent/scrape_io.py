@@ -10,7 +10,7 @@ from urllib.parse import urljoin
 
 import httpx
 
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 POST_BATCH = 2000  # records per POST /v1/steps: well under the sidecar's default 4 MiB body limit
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 
 from agent.engine_pages.counts import SpecCounters
-from records import MAX_STEP_SECONDS, MAX_STEPS, StepRecord
+from specwatch_core.records import MAX_STEP_SECONDS, MAX_STEPS, StepRecord
 
 # The largest ``seconds`` a record may carry (records.py refuses MAX_STEP_SECONDS itself).
 LONGEST = MAX_STEP_SECONDS * (1 - 1e-9)

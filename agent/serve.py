@@ -27,7 +27,7 @@ from agent.prompt_sampler import live_sample
 from agent.ring_reader import RingCollector, RingReader
 from agent.sidecar import Sidecar
 from agent.wiring import Wired, wire
-from common import redact
+from specwatch_core import redact
 
 log = logging.getLogger("specwatch.serve")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")

@@ -42,7 +42,7 @@ from agent.transition_alerts import alert_transitions
 from agent.warm import DEFAULT_LOOKBACK, returning_history, stored_history
 from policies.base import Decision, Outcome, Policy, StopDrafting, StopState, has_refits
 from policies.switch import Transition, switch_of
-from records import RecordError, StepRecord, verify_seconds_of
+from specwatch_core.records import RecordError, StepRecord, verify_seconds_of
 from storage import Store
 
 log = logging.getLogger(__name__)

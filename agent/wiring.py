@@ -23,8 +23,8 @@ from agent.config import SidecarConfig
 from agent.jobs import Jobs
 from agent.sidecar import Sidecar
 from agent.store_metrics import FlushCollector, StoreCollector
-from common import redact
 from policies.registry import make
+from specwatch_core import redact
 from storage import Store
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def _warm(wired: Wired) -> None:
 
 
 def remember_secrets(config: SidecarConfig) -> None:
-    """Make the token and the secrets in configured URLs unloggable (common/redact.py)."""
+    """Make the token and the secrets in configured URLs unloggable (specwatch_core/redact.py)."""
     redact.remember(config.token)
     for url in (config.db, config.webhook_url, config.alertmanager_url):
         redact.remember_url(url)

@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from alerts.metric_counts import DomainCounts, MetricsConfig, position_totals, window_ratio
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 OTHER = "other"
 

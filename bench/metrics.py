@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alerts.metric_counts import DRAFT_BUCKETS, VERIFY_BUCKETS  # noqa: E402
 from alerts.metrics import Metrics  # noqa: E402
-from records import StepRecord  # noqa: E402
+from specwatch_core.records import StepRecord  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "metrics.json"
 GOAL_US = 5.0

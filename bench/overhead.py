@@ -53,7 +53,7 @@ from bench.replay import build_stream, drafted_count, load_traces, step_outcome 
 from bench.sidecar_process import over_ring  # noqa: E402
 from policies.base import Outcome  # noqa: E402
 from policies.registry import make  # noqa: E402
-from records import StepRecord  # noqa: E402
+from specwatch_core.records import StepRecord  # noqa: E402
 from storage import Store, StoreConfig  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "overhead.json"

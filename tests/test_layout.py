@@ -14,16 +14,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agent", "storage", "alerts", "policies", "records", "common")
+PACKAGES = ("agent", "storage", "alerts", "policies", "specwatch_core")
 # What each package may not import. storage/, alerts/ and policies/ sit below agent/ and never reach up into it;
-# records/ (the record contracts) and common/ (environment settings, redaction) sit below all of them and import
-# none of the repo's packages.
+# specwatch_core/ (the record contracts, environment settings, redaction) sits below all of them and imports none
+# of the repo's packages.
 FORBIDDEN = {
     "storage": ("agent",),
     "alerts": ("agent",),
     "policies": ("agent",),
-    "records": tuple(p for p in PACKAGES if p != "records"),
-    "common": tuple(p for p in PACKAGES if p != "common"),
+    "specwatch_core": tuple(p for p in PACKAGES if p != "specwatch_core"),
 }
 # Cycles still accepted, as the sorted tuple of their modules -> why. Empty: keep it that way.
 ALLOWED_CYCLES: dict[tuple[str, ...], str] = {}
@@ -197,26 +196,28 @@ def re_exports(root: Path = ROOT) -> list[str]:
 
 def test_graph_sees_the_packages():
     graph = import_graph()
-    assert {"agent.cli", "records", "common.redact", "storage.store", "alerts.watch", "policies.base"} <= set(graph)
-    assert "records" in graph["storage.store"]  # the graph sees module-level imports
+    assert {"agent.cli", "specwatch_core.records", "specwatch_core.redact", "storage.store", "alerts.watch",
+            "policies.base"} <= set(graph)
+    assert "specwatch_core.records" in graph["storage.store"]  # the graph sees module-level imports
     assert "agent.cli.stats" in graph["agent.cli"]  # and imports inside functions (_register)
 
 
 def test_the_checks_find_what_they_look_for(tmp_path):
     """On a small tree with the faults the layout once had: a package root importing its command modules in a
-    function while they import it back, a cycle through ``if TYPE_CHECKING:``, storage/ importing agent/ and
-    records/ importing storage/."""
+    function while they import it back, a cycle through ``if TYPE_CHECKING:``, storage/ importing agent/,
+    specwatch_core/ importing storage/ and a module kept only to re-export names under an old path."""
     files = {
         "agent/__init__.py": "",
         "agent/cli/__init__.py": "def _register():\n    from agent.cli import stats\n",
         "agent/cli/stats.py": "from agent.cli import fail\n",
+        "agent/lineage.py": '"""The old path."""\nfrom alerts.lineage import Lineage\n\n__all__ = ["Lineage"]\n',
         "agent/records.py": "",
         "alerts/__init__.py": "",
         "alerts/lineage.py": "import typing\nif typing.TYPE_CHECKING:\n    from alerts.watch import Config\n",
         "alerts/watch.py": "from alerts.lineage import Lineage\n",
         "storage/__init__.py": "",
         "storage/store.py": "import agent.records as records_module\n",
-        "records/__init__.py": "from storage import store\n",
+        "specwatch_core/__init__.py": "from storage import store\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -225,7 +226,8 @@ def test_the_checks_find_what_they_look_for(tmp_path):
         "agent.cli -> agent.cli.stats -> agent.cli  (modules in the cycle: agent.cli, agent.cli.stats)",
         "alerts.lineage -> alerts.watch -> alerts.lineage  (modules in the cycle: alerts.lineage, alerts.watch)",
     ]
-    assert upward_imports(tmp_path) == ["records -> storage.store", "storage.store -> agent.records"]
+    assert upward_imports(tmp_path) == ["specwatch_core -> storage.store", "storage.store -> agent.records"]
+    assert "agent.lineage" in re_exports(tmp_path)
 
 
 def test_no_import_cycles():

@@ -12,7 +12,7 @@ from agent import config as cfg
 from agent.cli.output import Format, console, emit_rows, fail
 from agent.cli.stats import DbOption, open_store
 from agent.times import iso
-from common import settings
+from specwatch_core import settings
 from storage import StoreError
 from storage.engine import Database
 from storage.migrate import upgrade

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from agent.cli.output import Format, console, emit_rows, errors, fail
-from common import settings
+from specwatch_core import settings
 
 
 class IngestMode(str, Enum):

@@ -14,7 +14,7 @@ import typer
 from agent.cli.output import Format, console, emit_rows, errors, fail
 from agent.cli.stats import DbOption
 from agent.times import parse_time
-from common import settings
+from specwatch_core import settings
 from storage import StoreError
 
 EXAMPLE = ("Example: specwatch guard --target models/target-v2 --draft models/draft --prompts sample.json "

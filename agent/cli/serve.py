@@ -48,7 +48,7 @@ def serve(
     from agent import config as cfg
     from agent.generator import ModelsUnavailable
     from agent.serve import build, serve as run
-    from common import redact
+    from specwatch_core import redact
     from storage import StoreError
 
     redact.install(logging.INFO)  # every line, tracebacks too, without passwords, tokens or URL secrets

@@ -11,7 +11,7 @@ import typer
 
 from agent.cli.output import Format, console, emit_rows, errors, fail
 from agent.times import iso, parse_time, span
-from common import settings
+from specwatch_core import settings
 from storage import DIMENSIONS, StatsQuery, StatsResult, Store, StoreConfig, StoreError
 from storage.query import TIME_DIMS
 

@@ -25,7 +25,7 @@ from transformers.generation.stopping_criteria import StoppingCriteria, Stopping
 from agent import sampling
 from agent.hf.steps import StepLog, accepted_prefix, probabilities
 from policies.base import StopDrafting
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 
 class SpecwatchCandidateGenerator(AssistedCandidateGenerator):

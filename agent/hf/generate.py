@@ -29,7 +29,7 @@ import torch
 from agent.hf.candidates import SpecwatchCandidateGenerator
 from agent.hf.lookup import LOOKUP_VERSION, SpecwatchLookupGenerator
 from agent.versions import weights_version
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 _ACTIVE: contextvars.ContextVar[Callable[..., Any] | None] = contextvars.ContextVar("specwatch_candidates",
                                                                                    default=None)

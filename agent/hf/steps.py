@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 
 from agent.devices import synchronize
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 
 class StepLog:

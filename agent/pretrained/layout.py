@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.kit.layout import read_json, write_json
-from common import settings
+from specwatch_core import settings
 
 MANIFEST = "manifest.json"
 

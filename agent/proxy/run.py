@@ -24,7 +24,7 @@ from agent.proxy.pools import Pools
 from agent.proxy.versions import FileVersions
 from agent.sidecar import Sidecar
 from agent.wiring import Wired, wire
-from common.redact import redact_url
+from specwatch_core.redact import redact_url
 
 log = logging.getLogger("specwatch.proxy")
 # httptools (C parser; with a header timeout, agent/http_timeouts.py) and uvloop: uvicorn's defaults without

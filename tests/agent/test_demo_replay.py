@@ -20,7 +20,7 @@ from alerts.watch import DriftWatch
 from policies.registry import make
 from policies.switch import Switch, SwitchConfig
 from policies.switched import Switched
-from records import StepRecord
+from specwatch_core.records import StepRecord
 from sidecar_fakes import Clock
 from storage import Store
 

@@ -17,7 +17,7 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 from agent.hf import LOOKUP_VERSION, Steering, in_process, specwatch_generate
 from agent.sidecar import Sidecar
 from policies.registry import make
-from records import drafted_of
+from specwatch_core.records import drafted_of
 from storage import StatsQuery, Store
 
 SCRIPT = [3, 0, 5, 1, 0, 0, 2, 8, 4]

@@ -3,8 +3,8 @@
 import pytest
 
 from agent.config import SidecarConfig
-from records import RecordError
 from agent.serve import build
+from specwatch_core.records import RecordError
 from history import step
 
 

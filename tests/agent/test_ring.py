@@ -11,7 +11,6 @@ import uuid
 import pytest
 
 from agent import ring_layout as rl
-from records import RecordError, StepRecord
 from agent.ring_client import RingClient
 from agent.ring_reader import RingReader
 from agent.sidecar import Sidecar
@@ -19,6 +18,7 @@ from policies.base import Decision
 from policies.confidence import ConfidenceStop
 from policies.fixed import Fixed
 from policies.registry import make
+from specwatch_core.records import RecordError, StepRecord
 from ring_fakes import Taker, record_steered, rich_step, stored_and_sent
 from sidecar_fakes import T0, Clock, open_store, step
 from storage import StatsQuery

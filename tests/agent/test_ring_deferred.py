@@ -11,11 +11,11 @@ import uuid
 import pytest
 
 from agent import ring_layout as rl
-from records import StepRecord
 from agent.ring_deferred import DeferredRingClient
 from agent.ring_reader import RingReader
 from agent.sidecar import Sidecar
 from policies.registry import make
+from specwatch_core.records import StepRecord
 from ring_fakes import Taker, record_steered, rich_step, stored_and_sent
 from sidecar_fakes import T0, Clock, open_store, step
 

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from agent.engine_pages import read_page
 from agent.scrape import Scraper, StoreSink
 from alerts.watch import DriftWatch
-from records import is_aggregate
+from specwatch_core.records import is_aggregate
 from storage import StatsQuery, Store
 
 PAGES = Path(__file__).parent / "fixtures" / "engines"

@@ -91,7 +91,7 @@ def test_speculation_back_on_resolves_the_disabled_alert(tmp_path):
 def drifting(seed: int, p: float, n: int, target: str) -> list:
     import random
 
-    from records import StepRecord
+    from specwatch_core.records import StepRecord
 
     rng = random.Random(seed)
     out = []

@@ -14,7 +14,7 @@ from prometheus_client import generate_latest
 from agent.config import SidecarConfig
 from agent.hf.runtime import in_process
 from agent.wiring import wire
-from common import redact
+from specwatch_core import redact
 from history import step
 from storage import StatsQuery, Store
 

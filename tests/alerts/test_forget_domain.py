@@ -6,7 +6,7 @@ from prometheus_client import generate_latest
 
 from alerts.metrics import OTHER, Metrics
 from alerts.watch import DriftWatch
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 
 def step(domain: str, k: int = 4, a: int = 2) -> StepRecord:

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from alerts.metric_counts import LatencyCounts, MetricsConfig, position_totals
 from alerts.metrics import Metrics
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 
 def step(domain="code", k=4, a=2, draft=0.004, verify=0.03) -> StepRecord:

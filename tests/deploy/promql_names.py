@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.ring_reader import RingCollector, RingReader
 from agent.store_metrics import FlushCollector, StoreCollector
 from alerts.metrics import Metrics
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(

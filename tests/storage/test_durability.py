@@ -7,8 +7,8 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from records import RecordError
 from agent.store_metrics import StoreCollector
+from specwatch_core.records import RecordError
 from history import T0, step
 from storage import StatsQuery, Store, StoreConfig
 
