@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from agent.ring_layout import check_name
+from agent.ring.layout import check_name
 from specwatch_core import settings
 from storage.config import StoreConfig
 from storage.counts import MAX_LOOKAHEAD
@@ -58,7 +58,7 @@ class SidecarConfig:
     - ``token``: when set, POST routes need ``Authorization: Bearer <token>``.
     - ``kit`` (a model kit size) or ``target_dir`` + ``draft_dir``: models for POST /v1/generate (optional).
     - ``alertmanager_url`` / ``webhook_url``: alert sinks besides the log (optional).
-    - ``ring``: the shared-memory step ring a decoding process in this pod writes (agent/ring_client.py);
+    - ``ring``: the shared-memory step ring a decoding process in this pod writes (agent/ring/client.py);
       the sidecar reads it and publishes decisions into it (optional).
     - ``auth``: ``ingest`` (POST routes need the token) or ``all`` (every route but /healthz and /readyz).
     - ``db_connect_seconds`` / ``db_statement_seconds`` / ``db_pool_seconds``: how long a database connect,

@@ -24,7 +24,7 @@ from agent.http_timeouts import timed_h11
 from agent.lifecycle import Shutdown, run_until_signal
 from agent.limits import Limits
 from agent.prompt_sampler import live_sample
-from agent.ring_reader import RingCollector, RingReader
+from agent.ring.reader import RingCollector, RingReader
 from agent.sidecar import Sidecar
 from agent.wiring import Wired, wire
 from specwatch_core import redact

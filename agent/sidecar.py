@@ -11,7 +11,7 @@ every branch, then asks the policy for the domain's next decision, which ``decid
 while the worker has records in hand and none is readied, ``decide`` hands out the domain's latest again
 rather than wait for the worker's lock (a step or two behind, never missing); with nothing in hand (the ring
 reader, an HTTP client between batches) it asks the policy, a fresh choice per call. A decoder in another
-process reaches the same path through the step ring (agent/ring_reader.py: ``take``, ``decide``,
+process reaches the same path through the step ring (agent/ring/reader.py: ``take``, ``decide``,
 ``stop_state``). ``record_many`` (the HTTP route) still validates the whole batch on the caller's thread, so
 a bad request is refused with the field named. ``flush`` first waits for the worker, so a flush writes every
 record recorded before it. Neither entry point does I/O: switch transitions, decisions and version changes
@@ -115,7 +115,7 @@ class Sidecar:
     def take(self, steps: Sequence[StepRecord | tuple[StepRecord, ...]]) -> set[str]:
         """Feed records checked one by one, on the caller's thread: a bad one is logged, counted in
         ``rejected`` and kept nowhere, the rest go on (tuples are batches validated already). The ring
-        reader (agent/ring_reader.py) and the ingest worker use it. Returns the domains fed."""
+        reader (agent/ring/reader.py) and the ingest worker use it. Returns the domains fed."""
         good: list[StepRecord] = []
         for s in steps:
             if type(s) is tuple:
@@ -246,7 +246,7 @@ class Sidecar:
             return self.policy.stop_drafting(key) if key is not None else self._defaults.stop_drafting()
 
     def stop_state(self, domain: str) -> StopState | None:
-        """What the stop rule of ``domain`` reads, for a decoder in another process (agent/ring_client.py)."""
+        """What the stop rule of ``domain`` reads, for a decoder in another process (agent/ring/client.py)."""
         with self._lock:
             key = self._slots.key(domain)
             return self.policy.stop_state(key) if key is not None else self._defaults.stop_state()

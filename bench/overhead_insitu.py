@@ -7,8 +7,8 @@ by a Sidecar (the default policy, drift watch, metrics, alert manager) through `
 the time each step spends in ``record`` + ``decide`` on the decoding thread is recorded, with the decode
 throughput and the CPU spent per step off the decoding thread. Four modes alternate, ``--rounds`` times
 each: inline, background ingest (a worker thread, sharing the GIL), the step ring to a real
-``specwatch serve --ring`` process (agent/ring_client.py; that process's CPU, HTTP server and scheduler
-included, is the off-thread CPU), and the same ring with a packer thread (agent/ring_deferred.py: ``record``
+``specwatch serve --ring`` process (agent/ring/client.py; that process's CPU, HTTP server and scheduler
+included, is the off-thread CPU), and the same ring with a packer thread (agent/ring/deferred.py: ``record``
 only queues; the packer's CPU is off the decoding thread but in its process, as the ingest worker's is).
 
 Not a test: prints a table and writes bench/results/overhead_insitu.json. Run on an idle machine.

@@ -30,7 +30,7 @@ def serve(
     target_dir: Annotated[Optional[str], typer.Option(help="Target model folder (with --draft-dir).")] = None,
     draft_dir: Annotated[Optional[str], typer.Option(help="Draft model folder (with --target-dir).")] = None,
     ring: Annotated[Optional[str], typer.Option(
-        help="Shared-memory step ring a decoding process in this pod writes (agent/ring_client.py); "
+        help="Shared-memory step ring a decoding process in this pod writes (agent/ring/client.py); "
              "default SPECWATCH_RING, none.")] = None,
     auth: Annotated[Optional[str], typer.Option(
         help="Which routes need the token: ingest (POST routes; the default) or all (every route but "

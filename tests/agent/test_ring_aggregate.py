@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.ring_reader import RingReader
+from agent.ring.reader import RingReader
 from specwatch_core.records import RecordError, StepRecord
 from history import aggregate
 from ring_fakes import Taker

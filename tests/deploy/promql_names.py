@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.ring_reader import RingCollector, RingReader
+from agent.ring.reader import RingCollector, RingReader
 from agent.store_metrics import FlushCollector, StoreCollector
 from alerts.metrics import Metrics
 from specwatch_core.records import StepRecord

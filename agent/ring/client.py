@@ -1,4 +1,4 @@
-"""RingClient: the decoding process's end of the step ring (agent/ring_layout.py), with a Sidecar's hot-path
+"""RingClient: the decoding process's end of the step ring (agent/ring/layout.py), with a Sidecar's hot-path
 interface: ``record(step)``, ``decide(domain)``, ``stop_drafting(domain)`` and ``pod``, so
 ``agent.steer.generate_with(client, decoder, ...)`` decodes steered by a sidecar in another process
 (``specwatch serve --ring NAME``).
@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from agent import ring_layout as rl
+from agent.ring import layout as rl
 from policies.base import Decision, StopDrafting
 from policies.confidence_state import stop_rule
 from specwatch_core.records import RecordError, StepRecord

@@ -1,8 +1,8 @@
 """The step ring: a shared-memory segment that carries StepRecords from a decoding process to the sidecar,
 and the sidecar's decisions back. This module holds only its layout and how to open it.
 
-The decoding process (agent/ring_client.py) creates the segment and is its only writer of records; the
-sidecar process (agent/ring_reader.py) attaches, consumes records and is the only writer of decisions.
+The decoding process (agent/ring/client.py) creates the segment and is its only writer of records; the
+sidecar process (agent/ring/reader.py) attaches, consumes records and is the only writer of decisions.
 So the decoding thread's share of the data path is packing one record into a slot (no lock, no system
 call, no wake-up), and everything else runs in the sidecar's process, on its own core.
 

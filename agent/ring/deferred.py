@@ -23,8 +23,8 @@ import logging
 import threading
 import time
 
-from agent import ring_layout as rl
-from agent.ring_client import RingClient
+from agent.ring import layout as rl
+from agent.ring.client import RingClient
 from specwatch_core.records import RecordError, StepRecord
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""RingReader: the sidecar's end of the step ring (agent/ring_layout.py).
+"""RingReader: the sidecar's end of the step ring (agent/ring/layout.py).
 
 A thread in the sidecar's process looks at the ring every ``poll`` seconds (backing off to ``IDLE_POLL``
 while nothing comes), takes every record the decoding process has written since, feeds them to the Sidecar
@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agent import ring_layout as rl
+from agent.ring import layout as rl
 from specwatch_core.records import StepRecord
 
 log = logging.getLogger(__name__)
