@@ -65,10 +65,10 @@ def scrape(
     import httpx
 
     from agent.cli.stats import open_store
-    from agent.engine_pages import identity
-    from agent.scrape import PageError, Rejected, Scraper, SidecarSink, StoreSink, run_all
-    from agent.scrape_io import fetch, fetch_model
-    from agent.scrape_names import placeholders
+    from agent.scrape.io import fetch, fetch_model
+    from agent.scrape.names import placeholders
+    from agent.scrape.pages import identity
+    from agent.scrape.scraper import PageError, Rejected, Scraper, SidecarSink, StoreSink, run_all
     from specwatch_core.records import RecordError
     from storage import StoreError
 

@@ -194,7 +194,7 @@ class LosesFirstAnswer(httpx.BaseTransport):
 
 
 def test_the_bundled_client_retries_with_the_same_key_and_the_batch_is_stored_once(sidecar):
-    from agent.scrape import SidecarSink
+    from agent.scrape.scraper import SidecarSink
     from specwatch_core.records import StepRecord
 
     app_client = TestClient(create_app(sidecar))

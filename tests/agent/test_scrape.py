@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.engine_pages import vllm
-from agent.engine_pages.counts import PageError, SpecCounters
-from agent.engine_pages.page import Page
-from agent.scrape import Scraper, StoreSink, accepted_lengths, lookahead_groups, synthesize
+from agent.scrape.pages import vllm
+from agent.scrape.pages.counts import PageError, SpecCounters
+from agent.scrape.pages.page import Page
+from agent.scrape.scraper import Scraper, StoreSink, accepted_lengths, lookahead_groups, synthesize
 from storage import StatsQuery, Store
 
 DATA = Path(__file__).with_name("data")

@@ -12,8 +12,8 @@ its ``_sum`` is the requests' summed decode time over the interval. ``vllm:promp
 
 from __future__ import annotations
 
-from agent.engine_pages.counts import PageError, SpecCounters
-from agent.engine_pages.page import Page, Series, ordered
+from agent.scrape.pages.counts import PageError, SpecCounters
+from agent.scrape.pages.page import Page, Series, ordered
 
 NAME = "vllm"
 TITLE = "vLLM"

@@ -1,4 +1,4 @@
-"""Records from the counts of one scrape interval (agent/engine_pages/counts.py SpecCounters).
+"""Records from the counts of one scrape interval (agent/scrape/pages/counts.py SpecCounters).
 
 With per-position counts, D drafts, T drafted tokens, A accepted tokens and per_pos[i] (drafts accepted at
 position i, 0-based) give the histogram of accepted lengths exactly: since acceptance is a prefix, the drafts
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 
-from agent.engine_pages.counts import SpecCounters
+from agent.scrape.pages.counts import SpecCounters
 from specwatch_core.records import MAX_STEP_SECONDS, MAX_STEPS, StepRecord
 
 # The largest ``seconds`` a record may carry (records.py refuses MAX_STEP_SECONDS itself).

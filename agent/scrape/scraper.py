@@ -1,8 +1,8 @@
 """Record steps of engines that cannot call the sidecar, from the deltas of their metrics pages.
 
-Each scrape reads every engine series on a page (agent/engine_pages: vLLM, llama.cpp, SGLang, TensorRT-LLM,
+Each scrape reads every engine series on a page (agent/scrape/pages: vLLM, llama.cpp, SGLang, TensorRT-LLM,
 chosen from the page itself), subtracts the counts of the previous scrape and writes the difference as
-records (agent/scrape_records.py): per-step records reproducing every count exactly where the engine exports
+records (agent/scrape/records.py): per-step records reproducing every count exactly where the engine exports
 per-position counts, one aggregate record where it does not. The first scrape of a series is a baseline. A
 restart (a new ``_created`` or process start time, or any counter of the engine going down) counts
 everything since the restart, never a negative or a wrapped-around difference. The interval's step time
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 
 import httpx
 
-from agent.engine_pages import PageError, Series, read_page
-from agent.scrape_io import POST_BATCH, Rejected, SidecarSink, Sink, StoreSink, fetch
-from agent.scrape_names import domain_of, pod_of
-from agent.scrape_records import accepted_lengths, lookahead_groups, records_of, synthesize
+from agent.scrape.io import POST_BATCH, Rejected, SidecarSink, Sink, StoreSink, fetch
+from agent.scrape.names import domain_of, pod_of
+from agent.scrape.pages import PageError, Series, read_page
+from agent.scrape.records import accepted_lengths, lookahead_groups, records_of, synthesize
 from specwatch_core.records import RecordError
 from storage import StoreError
 
@@ -44,7 +44,7 @@ class Scraper:
     """Keeps the last counts of each engine series on one URL's page and writes the steps between scrapes
     to ``sink``.
 
-    ``domain``: a template (agent/scrape_names.py). ``identify(engine)``: the served model for engines whose
+    ``domain``: a template (agent/scrape/names.py). ``identify(engine)``: the served model for engines whose
     page names none (llama.cpp), asked at every scrape. A delta that cannot come from whole drafts (a page
     caught mid-update) is held: the baseline stays, and the next scrape resolves it. After ``max_held`` held
     scrapes in a row the series is re-baselined: those counts are written as one aggregate record when they

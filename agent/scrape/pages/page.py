@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.engine_pages.counts import PageError, SpecCounters
+from agent.scrape.pages.counts import PageError, SpecCounters
 
 Labels = tuple[tuple[str, str], ...]  # a series' identifying labels, sorted by name
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agent.engine_pages.counts import PageError, SpecCounters
-from agent.engine_pages.page import Page, Series
+from agent.scrape.pages.counts import PageError, SpecCounters
+from agent.scrape.pages.page import Page, Series
 
 NAME = "sglang"
 TITLE = "SGLang"

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import posixpath
 
-from agent.engine_pages.counts import PageError, SpecCounters
-from agent.engine_pages.page import Page, Series, ordered
+from agent.scrape.pages.counts import PageError, SpecCounters
+from agent.scrape.pages.page import Page, Series, ordered
 
 NAME = "llamacpp"
 TITLE = "llama.cpp"

@@ -15,8 +15,8 @@ Older releases used the prefix ``trtllm:``; both are read.
 
 from __future__ import annotations
 
-from agent.engine_pages.counts import PageError, SpecCounters
-from agent.engine_pages.page import Page, Series, ordered
+from agent.scrape.pages.counts import PageError, SpecCounters
+from agent.scrape.pages.page import Page, Series, ordered
 
 NAME = "trtllm"
 TITLE = "TensorRT-LLM"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from agent.engine_pages import llamacpp, sglang, trtllm, vllm
-from agent.engine_pages.counts import PageError, SpecCounters
-from agent.engine_pages.page import Page, Series
+from agent.scrape.pages import llamacpp, sglang, trtllm, vllm
+from agent.scrape.pages.counts import PageError, SpecCounters
+from agent.scrape.pages.page import Page, Series
 
 READERS = (vllm, llamacpp, sglang, trtllm)
 

@@ -14,7 +14,7 @@ import hashlib
 import string
 from urllib.parse import urlsplit
 
-from agent.engine_pages import PageError, Series
+from agent.scrape.pages import PageError, Series
 
 MAX_DOMAIN = 64  # StepRecord.validate's default max_domain_length
 MAX_POD = 128
