@@ -2,7 +2,7 @@
 
 Before every step the sidecar decides K for the domain; every step's record goes through
 ``Sidecar.record`` as soon as the next step starts (so the policy learns within a request, as
-``agent.steer`` does). One generation at a time: on CPU two would only halve each other's speed.
+``agent.decoding.steer`` does). One generation at a time: on CPU two would only halve each other's speed.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def check(config: SidecarConfig) -> None:
 
 def load(config: SidecarConfig) -> Models:
     """Load the kit's (or the folders') target and draft with their tokenizer."""
-    from agent.versions import weights_version
+    from agent.decoding.versions import weights_version
 
     if config.kit is not None:
         from agent.kit import tokenizer
@@ -116,12 +116,12 @@ class Generator:
             raise ModelsUnavailable(self.error or ("models are still loading" if self.loading
                                                    else "no models configured (set kit, or target_dir and "
                                                         "draft_dir)"))
-        from agent.decoder import SpeculativeDecoder  # torch: only where models are configured
+        from agent.decoding.decoder import SpeculativeDecoder  # torch: only where models are configured
 
         ids = m.encode(prompt)
         if not ids:
             raise ValueError("prompt: encodes to no tokens")
-        from agent.steer import generate_with
+        from agent.decoding.steer import generate_with
 
         with self._lock:
             decoder = SpeculativeDecoder(m.target, m.draft, temperature=temperature, top_k=top_k, top_p=top_p,

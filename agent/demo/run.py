@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 from sqlalchemy.engine import make_url
 
-from agent.decoder import SpeculativeDecoder
+from agent.decoding.decoder import SpeculativeDecoder
+from agent.decoding.steer import generate_with
 from agent.demo.plan import PHASES, DemoPlan
 from agent.demo.tally import Tally
 from agent.prompt_sampler import PromptSampler, SamplerConfig
-from agent.steer import generate_with
 from agent.times import iso
 from alerts.alert import Alert
 from alerts.sinks.base import Sink

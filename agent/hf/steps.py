@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from agent.devices import synchronize
+from agent.decoding.devices import synchronize
 from specwatch_core.records import StepRecord
 
 

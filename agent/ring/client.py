@@ -1,6 +1,6 @@
 """RingClient: the decoding process's end of the step ring (agent/ring/layout.py), with a Sidecar's hot-path
 interface: ``record(step)``, ``decide(domain)``, ``stop_drafting(domain)`` and ``pod``, so
-``agent.steer.generate_with(client, decoder, ...)`` decodes steered by a sidecar in another process
+``agent.decoding.steer.generate_with(client, decoder, ...)`` decodes steered by a sidecar in another process
 (``specwatch serve --ring NAME``).
 
 ``record`` packs the step into the next slot and returns; ``decide`` reads the domain's latest decision,

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from agent.decoder import Generation, SpeculativeDecoder
+from agent.decoding.decoder import Generation, SpeculativeDecoder
 
 
 @dataclass(frozen=True)

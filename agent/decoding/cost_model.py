@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from agent.decoder import crop, forward, model_device
-from agent.devices import synchronize
+from agent.decoding.decoder import crop, forward, model_device
+from agent.decoding.devices import synchronize
 from policies.goodput import StepCost, leviathan_tokens
 
 

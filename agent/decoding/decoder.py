@@ -22,9 +22,9 @@ from typing import Callable
 
 import torch
 
-from agent import sampling
-from agent.devices import resolve_device, resolve_dtype, synchronize
-from agent.versions import weights_version
+from agent.decoding import sampling
+from agent.decoding.devices import resolve_device, resolve_dtype, synchronize
+from agent.decoding.versions import weights_version
 from specwatch_core.records import StepRecord
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from agent.decoder import Generation, SpeculativeDecoder, StepContext
+from agent.decoding.decoder import Generation, SpeculativeDecoder, StepContext
 from policies.base import Outcome, Policy
 
 
