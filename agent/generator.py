@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent.config import SidecarConfig
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 
 
 class ModelsUnavailable(RuntimeError):

@@ -25,7 +25,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from agent.config import Intervals
 from agent.fleet import check_fleet
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
 STALLED_AFTER = 5.0  # seconds a flush may run before it counts as timed out (one takes milliseconds)

@@ -13,7 +13,7 @@ import anyio
 import anyio.to_thread
 from prometheus_client import CollectorRegistry, Counter
 
-from agent.ingest import IngestFull
+from agent.hub.ingest import IngestFull
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """``specwatch recommend``: the lookahead K (and on/off) each domain's stored history supports, and one K for
 a whole pod, whose engine fixes K at start-up for every domain (agent/engine_flags.py prints the flags).
 
-Evidence: history of the latest target and draft versions only (agent/warm.py: an older pair's acceptance
+Evidence: history of the latest target and draft versions only (agent/hub/warm.py: an older pair's acceptance
 is what must not be trusted). Per domain and K, goodput is emitted tokens over step seconds (a ratio of
 sums, K = 0 measured like any other K); its standard error comes from the spread of per-minute buckets
 (delta method for a ratio, the buckets as clusters). A K counts only with ``min_steps`` steps in at least
@@ -19,7 +19,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 
-from agent.warm import arm_history, pair_since
+from agent.hub.warm import arm_history, pair_since
 from alerts.detectors.checks import check_at_least, check_count
 from storage import Store
 from storage.query import StatsQuery

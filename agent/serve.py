@@ -21,11 +21,11 @@ from agent.api import create_app
 from agent.closing import Closed
 from agent.config import SidecarConfig
 from agent.http_timeouts import timed_h11
+from agent.hub.sidecar import Sidecar
 from agent.lifecycle import Shutdown, run_until_signal
 from agent.limits import Limits
 from agent.prompt_sampler import live_sample
 from agent.ring.reader import RingCollector, RingReader
-from agent.sidecar import Sidecar
 from agent.wiring import Wired, wire
 from specwatch_core import redact
 

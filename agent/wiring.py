@@ -20,8 +20,8 @@ from typing import Any
 
 from agent.closing import Closed, close_within
 from agent.config import SidecarConfig
+from agent.hub.sidecar import Sidecar
 from agent.jobs import Jobs
-from agent.sidecar import Sidecar
 from agent.store_metrics import FlushCollector, StoreCollector
 from policies.registry import make
 from specwatch_core import redact

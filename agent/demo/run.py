@@ -152,8 +152,8 @@ class Demo:
                 "worker_cpu_us_per_step": ingest.cpu_seconds / len(ns) * 1e6 if ingest else None}
 
     def _open(self) -> None:
+        from agent.hub.sidecar import Sidecar
         from agent.jobs import Intervals, Jobs
-        from agent.sidecar import Sidecar
         from alerts.manager import AlertManager
         from alerts.metrics import Metrics
         from alerts.sinks import LogSink

@@ -43,7 +43,7 @@ from agent.proxy.prompts import prompt_text
 from agent.proxy.relay import HOP_BY_HOP, relay
 from agent.proxy.route import NoPool, Router
 from agent.proxy.timings import Served
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 
 log = logging.getLogger("specwatch.proxy")
 INSPECTED = frozenset(("/v1/completions", "/v1/chat/completions", "/completion", "/completions"))

@@ -22,7 +22,7 @@ from agent.proxy.listeners import ListenError, Listeners, bind
 from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pools
 from agent.proxy.versions import FileVersions
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from agent.wiring import Wired, wire
 from specwatch_core.redact import redact_url
 

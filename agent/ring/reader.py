@@ -45,7 +45,7 @@ class _Entry:
 
 
 class RingReader:
-    """See the module docstring. ``sidecar``: an agent.sidecar.Sidecar (or anything with ``take``,
+    """See the module docstring. ``sidecar``: an agent.hub.sidecar.Sidecar (or anything with ``take``,
     ``decide`` and ``stop_state``)."""
 
     def __init__(self, sidecar: Any, name: str = "specwatch", *, poll: float = 0.001, batch: int = 4096):

@@ -15,7 +15,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from agent.api import create_app
-from agent.ingest import Ingest
+from agent.hub.ingest import Ingest
 from agent.limits import Limits
 from served import free_port
 from api_helpers import stored_steps

@@ -15,7 +15,7 @@ import json
 import math
 from pathlib import Path
 
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from alerts.watch import DriftWatch
 from policies.registry import make
 from policies.switch import Switch, SwitchConfig

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from agent import generator
 from agent.api import create_app
 from agent.config import SidecarConfig
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from policies.registry import make
 from sidecar_fakes import open_store
 from storage import StatsQuery

@@ -15,7 +15,7 @@ from test_hf_generate import TOKENS, greedy, prompts
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from agent.hf import LOOKUP_VERSION, Steering, in_process, specwatch_generate
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from policies.registry import make
 from specwatch_core.records import drafted_of
 from storage import StatsQuery, Store

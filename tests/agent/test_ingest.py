@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from agent.ingest import Ingest
-from agent.sidecar import Sidecar
+from agent.hub.ingest import Ingest
+from agent.hub.sidecar import Sidecar
 from policies.base import Decision, Outcome, Policy
 from policies.registry import make
 from specwatch_core.records import RecordError

@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
+from agent.hub.sidecar import Sidecar
 from agent.ring import layout as rl
 from agent.ring.client import RingClient
 from agent.ring.reader import RingReader
-from agent.sidecar import Sidecar
 from policies.base import Decision
 from policies.confidence import ConfidenceStop
 from policies.fixed import Fixed

@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
+from agent.hub.sidecar import Sidecar
 from agent.ring import layout as rl
 from agent.ring.deferred import DeferredRingClient
 from agent.ring.reader import RingReader
-from agent.sidecar import Sidecar
 from policies.registry import make
 from specwatch_core.records import StepRecord
 from ring_fakes import Taker, record_steered, rich_step, stored_and_sent

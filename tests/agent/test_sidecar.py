@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from agent.sidecar import OTHER, Sidecar
+from agent.hub.sidecar import OTHER, Sidecar
 from policies.base import Decision, Outcome, Policy
 from policies.registry import make
 from specwatch_core.records import RecordError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from alerts.watch import DriftWatch
 from policies.registry import make
 from specwatch_core.records import StepRecord

@@ -6,7 +6,7 @@ import math
 
 from prometheus_client import generate_latest
 
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from alerts.manager import AlertManager
 from alerts.metrics import Metrics
 from policies.registry import make

@@ -6,7 +6,7 @@ trace anywhere), then counted in the store's window sums, the metrics, the drift
 
 With ``background=True`` (``specwatch serve`` and the demo; bench/overhead_insitu.py compares it with inline)
 the caller's thread does almost nothing: ``record`` appends the step to a queue, and a worker thread
-(agent/ingest.py) validates it (a bad record is logged, counted in ``rejected`` and kept nowhere), feeds
+(agent/hub/ingest.py) validates it (a bad record is logged, counted in ``rejected`` and kept nowhere), feeds
 every branch, then asks the policy for the domain's next decision, which ``decide`` takes without the lock;
 while the worker has records in hand and none is readied, ``decide`` hands out the domain's latest again
 rather than wait for the worker's lock (a step or two behind, never missing); with nothing in hand (the ring
@@ -35,11 +35,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent import memory
-from agent.domains import DEFAULT_IDLE, OTHER, Defaults, DomainSlots
-from agent.ingest import Ingest
-from agent.transition_alerts import alert_transitions
-from agent.warm import DEFAULT_LOOKBACK, returning_history, stored_history
+from agent.hub import memory
+from agent.hub.domains import DEFAULT_IDLE, OTHER, Defaults, DomainSlots
+from agent.hub.ingest import Ingest
+from agent.hub.transition_alerts import alert_transitions
+from agent.hub.warm import DEFAULT_LOOKBACK, returning_history, stored_history
 from policies.base import Decision, Outcome, Policy, StopDrafting, StopState, has_refits
 from policies.switch import Transition, switch_of
 from specwatch_core.records import RecordError, StepRecord, verify_seconds_of
@@ -54,7 +54,7 @@ MAX_PODS = 64  # pods whose model versions are tracked for change times (the flu
 class Sidecar:
     """See the module docstring. ``watch`` (alerts.watch.DriftWatch), ``alerts`` (alerts.manager.AlertManager)
     and ``metrics`` (alerts.metrics.Metrics) are optional: None leaves that branch of the data path out.
-    Domains (agent/domains.py): only records create one; ``decide`` on a domain without state answers the
+    Domains (agent/hub/domains.py): only records create one; ``decide`` on a domain without state answers the
     decision a new domain starts with; ``tend_domains`` evicts those idle ``domain_idle_seconds``.
     ``cap_stored_domains``: records that ``take`` feeds (the ingest worker's, the ring's) are stored under
     their state key too, so a domain beyond ``max_domains`` is stored as ``other``, as the metrics label it;
