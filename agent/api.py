@@ -26,11 +26,11 @@ from agent import idempotency
 from agent.api_models import AlertOut, AlertsOut, DecisionOut, GenerateIn, GenerateOut, Problem, StepsAccepted, \
     StepsIn
 from agent.auth import MESSAGE, TokenGate, bearer_of, token_ok
-from agent.generator import Generator, ModelsUnavailable
 from agent.hub.sidecar import Sidecar
 from agent.limits import Busy, GenerateGate, IngestGate, Limits, Refusals
-from agent.prompt_sampler import NDJSON, OFF, PromptSampler
 from agent.readiness import Readiness
+from agent.runtime.generator import Generator, ModelsUnavailable
+from agent.runtime.prompt_sampler import NDJSON, OFF, PromptSampler
 from agent.strict_json import BadJSON, StrictJSONRoute
 from specwatch_core.records import RecordError
 from storage import StoreError

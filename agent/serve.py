@@ -1,5 +1,5 @@
-"""`specwatch serve`: build the sidecar from a SidecarConfig (agent/wiring.py) and run it under uvicorn until
-SIGTERM/SIGINT (agent/lifecycle.py).
+"""`specwatch serve`: build the sidecar from a SidecarConfig (agent/runtime/wiring.py) and run it under uvicorn until
+SIGTERM/SIGINT (agent/runtime/lifecycle.py).
 
 On the signal: uvicorn stops accepting and lets in-flight requests finish (up to a third of
 ``shutdown_seconds``), then the scheduler stops, the final flush writes every window (open ones too) and
@@ -16,17 +16,17 @@ from typing import Any
 
 import uvicorn
 
-from agent import generator as models
 from agent.api import create_app
-from agent.closing import Closed
-from agent.config import SidecarConfig
 from agent.http_timeouts import timed_h11
 from agent.hub.sidecar import Sidecar
-from agent.lifecycle import Shutdown, run_until_signal
 from agent.limits import Limits
-from agent.prompt_sampler import live_sample
 from agent.ring.reader import RingCollector, RingReader
-from agent.wiring import Wired, wire
+from agent.runtime import generator as models
+from agent.runtime.closing import Closed
+from agent.runtime.config import SidecarConfig
+from agent.runtime.lifecycle import Shutdown, run_until_signal
+from agent.runtime.prompt_sampler import live_sample
+from agent.runtime.wiring import Wired, wire
 from specwatch_core import redact
 
 log = logging.getLogger("specwatch.serve")
@@ -63,7 +63,7 @@ class Runtime:
 
 
 def build(config: SidecarConfig, *, background: bool = True) -> Runtime:
-    """Wire the sidecar (agent/wiring.py: the database is reached now), make the optional parts and the app
+    """Wire the sidecar (agent/runtime/wiring.py: the database is reached now), make the optional parts and the app
     (nothing started). ``background=False``: the sidecar feeds records inline, on the caller's thread."""
     if config.models_configured:
         models.check(config)

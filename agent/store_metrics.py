@@ -1,6 +1,6 @@
 """The store's durability counts on /metrics: rows dead-lettered, flushes that failed or stalled, rows held
 unwritten, spilled or lost, and late records (docs/durability.md). Every sidecar registers both collectors
-beside the Metrics (agent/wiring.py)."""
+beside the Metrics (agent/runtime/wiring.py)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class StoreCollector(Collector):
 
 
 class FlushCollector(Collector):
-    """The flush job's timing (agent/jobs.py): flushes that ran past its stall limit, and how long the running
+    """The flush job's timing (agent/runtime/jobs.py): flushes that ran past its stall limit, and how long the running
     one has run, so a database that holds a flush shows before any error does."""
 
     def __init__(self, jobs):

@@ -45,10 +45,10 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.config import SidecarConfig  # noqa: E402
 from agent.hub.sidecar import Sidecar  # noqa: E402
-from agent.jobs import Intervals, Jobs  # noqa: E402
 from agent.ring.client import RingClient  # noqa: E402
+from agent.runtime.config import SidecarConfig  # noqa: E402
+from agent.runtime.jobs import Intervals, Jobs  # noqa: E402
 from bench.replay import build_stream, drafted_count, load_traces, step_outcome  # noqa: E402
 from bench.sidecar_process import over_ring  # noqa: E402
 from policies.base import Outcome  # noqa: E402

@@ -34,11 +34,11 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.config import SidecarConfig  # noqa: E402
 from agent.decoding.decoder import SpeculativeDecoder  # noqa: E402
 from agent.decoding.steer import generate_with  # noqa: E402
 from agent.hub.sidecar import Sidecar  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
+from agent.runtime.config import SidecarConfig  # noqa: E402
 from bench.overhead import GOAL_US, components  # noqa: E402
 from bench.sidecar_process import over_ring  # noqa: E402
 from policies.registry import make  # noqa: E402

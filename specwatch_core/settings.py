@@ -34,7 +34,7 @@ def host() -> str | None:
 
 
 def port() -> str | None:
-    """Port of `specwatch serve` as text (SPECWATCH_PORT); agent.config validates it."""
+    """Port of `specwatch serve` as text (SPECWATCH_PORT); agent.runtime.config validates it."""
     return option("port")
 
 
@@ -49,6 +49,6 @@ def config_file() -> str | None:
 
 
 def option(name: str) -> str | None:
-    """SPECWATCH_<NAME> for a sidecar option (``name`` as in agent.config, e.g. "body_limit"); None when
+    """SPECWATCH_<NAME> for a sidecar option (``name`` as in agent.runtime.config, e.g. "body_limit"); None when
     unset or empty."""
     return os.environ.get(f"SPECWATCH_{name.upper()}") or None

@@ -13,7 +13,7 @@ import typer
 
 from agent.cli.output import Format, console, emit_rows, errors, fail
 from agent.cli.stats import DbOption
-from agent.times import parse_time
+from agent.runtime.times import parse_time
 from specwatch_core import settings
 from storage import StoreError
 

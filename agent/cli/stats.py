@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from agent.cli.output import Format, console, emit_rows, errors, fail
-from agent.times import iso, parse_time, span
+from agent.runtime.times import iso, parse_time, span
 from specwatch_core import settings
 from storage import DIMENSIONS, StatsQuery, StatsResult, Store, StoreConfig, StoreError
 from storage.query import TIME_DIMS

@@ -23,8 +23,8 @@ from agent.decoding.decoder import SpeculativeDecoder
 from agent.decoding.steer import generate_with
 from agent.demo.plan import PHASES, DemoPlan
 from agent.demo.tally import Tally
-from agent.prompt_sampler import PromptSampler, SamplerConfig
-from agent.times import iso
+from agent.runtime.prompt_sampler import PromptSampler, SamplerConfig
+from agent.runtime.times import iso
 from alerts.alert import Alert
 from alerts.sinks.base import Sink
 
@@ -153,7 +153,7 @@ class Demo:
 
     def _open(self) -> None:
         from agent.hub.sidecar import Sidecar
-        from agent.jobs import Intervals, Jobs
+        from agent.runtime.jobs import Intervals, Jobs
         from alerts.manager import AlertManager
         from alerts.metrics import Metrics
         from alerts.sinks import LogSink

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route as Path
 
-from agent.prompt_sampler import live_sample
+from agent.runtime.prompt_sampler import live_sample
 from agent.proxy import asgi, domains
 from agent.proxy.admin import admin_app
 from agent.proxy.config import ProxyConfig

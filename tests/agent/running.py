@@ -10,7 +10,7 @@ import time
 import httpx
 import uvicorn
 
-from agent.config import SidecarConfig
+from agent.runtime.config import SidecarConfig
 from agent.serve import Runtime, build, uvicorn_config
 from served import free_port
 

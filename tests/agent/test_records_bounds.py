@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent.config import SidecarConfig
+from agent.runtime.config import SidecarConfig
 from agent.serve import build
 from specwatch_core.records import RecordError
 from history import step

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agent.config import SidecarConfig
+from agent.runtime.config import SidecarConfig
 from running import Running
 
 READ_TIMEOUT = 1.0

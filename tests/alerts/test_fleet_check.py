@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 import fleet_traces as ft
-from agent.fleet import check_fleet
+from agent.runtime.fleet import check_fleet
 from alerts.config import AlertConfig
 from alerts.fleet import FleetCheck
 from alerts.manager import AlertManager

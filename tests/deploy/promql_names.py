@@ -78,7 +78,7 @@ def populated_metrics(records: list[StepRecord] | None = None) -> Metrics:
     metrics.set_drift("prose", "adwin", 0.0)
     metrics.set_alerts_firing({"AcceptanceDrift": 1, "BelowBreakEven": 0})
     metrics.registry.register(RingCollector(RingReader(None, "specwatch-never-created")))  # serve --ring's
-    # The store's and the flush job's counts, as agent/wiring.py registers them beside the Metrics.
+    # The store's and the flush job's counts, as agent/runtime/wiring.py registers them beside the Metrics.
     metrics.registry.register(StoreCollector(SimpleNamespace(dead_lettered=0, flush_failures=2, unwritten=5,
                                                              late_records=0, spilled=0, lost=0)))
     metrics.registry.register(FlushCollector(SimpleNamespace(flush_timeouts=1, flush_running_seconds=0.0)))

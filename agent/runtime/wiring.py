@@ -3,7 +3,7 @@
 SidecarConfig: the store with the configured database timeouts, the policy behind its switch, drift watch,
 alert manager and metrics, the warm start, the scheduler's jobs, and the store's and the flush job's counts
 on /metrics. ``Wired.close`` writes everything within a deadline; what the database has not taken by then
-goes to the dead-letter file (agent/closing.py).
+goes to the dead-letter file (agent/runtime/closing.py).
 
 ``wait_for_database=False`` (the proxy): the database is no start-up dependency. The store reaches it at its
 first flush, and retries every flush; records are counted meanwhile, at most ``max_unwritten`` window rows
@@ -18,10 +18,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.closing import Closed, close_within
-from agent.config import SidecarConfig
 from agent.hub.sidecar import Sidecar
-from agent.jobs import Jobs
+from agent.runtime.closing import Closed, close_within
+from agent.runtime.config import SidecarConfig
+from agent.runtime.jobs import Jobs
 from agent.store_metrics import FlushCollector, StoreCollector
 from policies.registry import make
 from specwatch_core import redact

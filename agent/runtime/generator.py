@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.config import SidecarConfig
 from agent.hub.sidecar import Sidecar
+from agent.runtime.config import SidecarConfig
 
 
 class ModelsUnavailable(RuntimeError):

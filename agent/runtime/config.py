@@ -23,7 +23,7 @@ AUTH_MODES = ("ingest", "all")
 
 @dataclass(frozen=True)
 class Intervals:
-    """Seconds between runs of each scheduler job (agent/jobs.py)."""
+    """Seconds between runs of each scheduler job (agent/runtime/jobs.py)."""
 
     flush: float = 1.0
     rollup: float = 60.0

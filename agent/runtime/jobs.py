@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from agent.config import Intervals
-from agent.fleet import check_fleet
 from agent.hub.sidecar import Sidecar
+from agent.runtime.config import Intervals
+from agent.runtime.fleet import check_fleet
 
 log = logging.getLogger(__name__)
 STALLED_AFTER = 5.0  # seconds a flush may run before it counts as timed out (one takes milliseconds)

@@ -1,7 +1,7 @@
 """Running a built runtime under uvicorn until SIGTERM/SIGINT, and its shutdown in two budgeted phases:
 ``drain`` (uvicorn stops accepting, requests in flight may finish; those still running then are cut, and
 said to be) and ``close`` (the final flush and the alert state; what the database has not taken by then
-goes to the dead-letter file, agent/closing.py). A watchdog ends the process if even that overruns
+goes to the dead-letter file, agent/runtime/closing.py). A watchdog ends the process if even that overruns
 (``Shutdown.total``), rather than overrun Kubernetes' grace period. The last log line says what was flushed,
 dead-lettered or lost; the exit code is 0 unless the server could not start or a record was lost.
 """
@@ -49,7 +49,7 @@ class Shutdown:
 def run_until_signal(runtime: Any, server_config: uvicorn.Config, shutdown: Shutdown,
                      announce: Callable[[], None], sockets: list | None = None) -> int:
     """Serve ``runtime.app`` under uvicorn until SIGTERM/SIGINT (``runtime.on_signal()`` is called then, if
-    the runtime has one), then ``runtime.close(shutdown.close)``, which returns a agent.closing.Closed;
+    the runtime has one), then ``runtime.close(shutdown.close)``, which returns a agent.runtime.closing.Closed;
     the exit code. ``sockets``: bound sockets to serve instead of the config's host and port."""
     on_signal = getattr(runtime, "on_signal", None)
     server = _Server(server_config, lambda: (_watchdog(shutdown.total), on_signal and on_signal()))
