@@ -45,9 +45,9 @@ def serve(
     Options come from the TOML file, then SPECWATCH_* variables (SPECWATCH_PORT, SPECWATCH_TOKEN, ...), then
     these flags. SIGTERM or Ctrl-C: stop taking requests, flush everything, persist alerts, exit 0.
     """
+    from agent.http.serve import build, serve as run
     from agent.runtime import config as cfg
     from agent.runtime.generator import ModelsUnavailable
-    from agent.serve import build, serve as run
     from specwatch_core import redact
     from storage import StoreError
 

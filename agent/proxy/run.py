@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from agent.runtime.closing import Closed
-from agent.http_timeouts import timed_httptools
+from agent.http.timeouts import timed_httptools
 from agent.runtime.lifecycle import Shutdown, run_until_signal
 from agent.proxy.app import Proxy, create_app
 from agent.proxy.config import MAX_LOOKAHEAD, ProxyConfig
@@ -27,7 +27,7 @@ from agent.runtime.wiring import Wired, wire
 from specwatch_core.redact import redact_url
 
 log = logging.getLogger("specwatch.proxy")
-# httptools (C parser; with a header timeout, agent/http_timeouts.py) and uvloop: uvicorn's defaults without
+# httptools (C parser; with a header timeout, agent/http/timeouts.py) and uvloop: uvicorn's defaults without
 # them are h11 and asyncio's loop, 0.15-0.25 ms more CPU and about 0.2 ms more latency per request
 # (bench/proxy_overhead.py). No Server and Date headers of uvicorn's own (a forwarded answer carries the
 # engine's: two Server headers otherwise), and no proxy-headers middleware (the proxy never reads the client's

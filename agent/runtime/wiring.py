@@ -1,4 +1,4 @@
-"""One wiring function for every sidecar specwatch runs: `specwatch serve` (agent/serve.py), `specwatch proxy`
+"""One wiring function for every sidecar specwatch runs: `specwatch serve` (agent/http/serve.py), `specwatch proxy`
 (agent/proxy/run.py) and the in-process runtime (agent/hf/runtime.py) each build theirs with ``wire``, from a
 SidecarConfig: the store with the configured database timeouts, the policy behind its switch, drift watch,
 alert manager and metrics, the warm start, the scheduler's jobs, and the store's and the flush job's counts

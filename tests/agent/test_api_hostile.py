@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from agent.api import create_app
+from agent.http.api import create_app
 from agent.runtime.config import ConfigError, SidecarConfig
 from api_helpers import stored_steps
 from sidecar_fakes import T0, step

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from agent.api import create_app
-from agent.idempotency import IdempotencyCache, KeyReused
+from agent.http.api import create_app
+from agent.http.idempotency import IdempotencyCache, KeyReused
 from api_helpers import stored_steps
 from sidecar_fakes import T0, step
 

@@ -8,7 +8,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from agent.api import create_app
+from agent.http.api import create_app
 from agent.hub.sidecar import Sidecar
 from agent.runtime import generator
 from agent.runtime.config import SidecarConfig

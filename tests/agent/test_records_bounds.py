@@ -2,8 +2,8 @@
 
 import pytest
 
+from agent.http.serve import build
 from agent.runtime.config import SidecarConfig
-from agent.serve import build
 from specwatch_core.records import RecordError
 from history import step
 

@@ -1,5 +1,5 @@
-"""`specwatch serve`: build the sidecar from a SidecarConfig (agent/runtime/wiring.py) and run it under uvicorn until
-SIGTERM/SIGINT (agent/runtime/lifecycle.py).
+"""`specwatch serve`: build the sidecar from a SidecarConfig (agent/runtime/wiring.py) and run it under uvicorn
+until SIGTERM/SIGINT (agent/runtime/lifecycle.py).
 
 On the signal: uvicorn stops accepting and lets in-flight requests finish (up to a third of
 ``shutdown_seconds``), then the scheduler stops, the final flush writes every window (open ones too) and
@@ -16,10 +16,10 @@ from typing import Any
 
 import uvicorn
 
-from agent.api import create_app
-from agent.http_timeouts import timed_h11
+from agent.http.api import create_app
+from agent.http.limits import Limits
+from agent.http.timeouts import timed_h11
 from agent.hub.sidecar import Sidecar
-from agent.limits import Limits
 from agent.ring.reader import RingCollector, RingReader
 from agent.runtime import generator as models
 from agent.runtime.closing import Closed
@@ -98,7 +98,7 @@ def serve(config: SidecarConfig, runtime: Runtime | None = None) -> int:
 
 
 def uvicorn_config(config: SidecarConfig, app: Any, drain: float | None = None) -> uvicorn.Config:
-    """How uvicorn runs the app: the read timeout for slow clients (agent/http_timeouts.py), keep-alive
+    """How uvicorn runs the app: the read timeout for slow clients (agent/http/timeouts.py), keep-alive
     idle timeout, a connection cap (503 beyond), and log_config=None so uvicorn's records go through the
     root logger's redacting handlers."""
     # loop="asyncio": the serve process's timeouts and limits were built and tested on asyncio's loop;

@@ -1,13 +1,13 @@
 """The sidecar's HTTP API (FastAPI): the two data-path entry points plus alerts, metrics and probes.
 
 POST routes need ``Authorization: Bearer <token>`` when a token is configured (401 otherwise); with
-``auth="all"`` every route but /healthz and /readyz does (agent/auth.py). Bodies over ``body_limit`` bytes
+``auth="all"`` every route but /healthz and /readyz does (agent/http/auth.py). Bodies over ``body_limit`` bytes
 get 413. Any invalid input gets 422 with a one-line ``message`` naming the field (and the record's index in
-a batch), duplicate JSON keys and non-finite numbers included (agent/strict_json.py), and nothing from that
-request is kept. POST /v1/steps honours ``Idempotency-Key`` (agent/idempotency.py) and never waits: when
-the store cannot take more it answers 503 with Retry-After (agent/limits.py). POST /v1/generate runs on
+a batch), duplicate JSON keys and non-finite numbers included (agent/http/strict_json.py), and nothing from that
+request is kept. POST /v1/steps honours ``Idempotency-Key`` (agent/http/idempotency.py) and never waits: when
+the store cannot take more it answers 503 with Retry-After (agent/http/limits.py). POST /v1/generate runs on
 threads of its own, a bounded number at once (429 with Retry-After beyond). /readyz answers from a cached
-probe (agent/readiness.py). Ingest and probes run on the event loop, never on the shared threadpool, so a
+probe (agent/http/readiness.py). Ingest and probes run on the event loop, never on the shared threadpool, so a
 saturated threadpool cannot stall them. OpenAPI: /openapi.json, /docs.
 """
 
@@ -22,16 +22,16 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, GCCollector, PlatformCollector, \
     ProcessCollector, generate_latest
 
-from agent import idempotency
-from agent.api_models import AlertOut, AlertsOut, DecisionOut, GenerateIn, GenerateOut, Problem, StepsAccepted, \
+from agent.http import idempotency
+from agent.http.api_models import AlertOut, AlertsOut, DecisionOut, GenerateIn, GenerateOut, Problem, StepsAccepted, \
     StepsIn
-from agent.auth import MESSAGE, TokenGate, bearer_of, token_ok
+from agent.http.auth import MESSAGE, TokenGate, bearer_of, token_ok
+from agent.http.limits import Busy, GenerateGate, IngestGate, Limits, Refusals
+from agent.http.readiness import Readiness
+from agent.http.strict_json import BadJSON, StrictJSONRoute
 from agent.hub.sidecar import Sidecar
-from agent.limits import Busy, GenerateGate, IngestGate, Limits, Refusals
-from agent.readiness import Readiness
 from agent.runtime.generator import Generator, ModelsUnavailable
 from agent.runtime.prompt_sampler import NDJSON, OFF, PromptSampler
-from agent.strict_json import BadJSON, StrictJSONRoute
 from specwatch_core.records import RecordError
 from storage import StoreError
 

@@ -23,7 +23,7 @@ class Limits:
     """``max_unwritten``: store window rows not yet written (the database away) above which ingest is
     refused; ``generate_concurrency`` decodes at once, ``generate_queue`` more may wait for a turn;
     ``retry_after``: seconds a refused client is told to wait; ``idempotency_entries``: see
-    agent/idempotency.py."""
+    agent/http/idempotency.py."""
 
     max_unwritten: int = 200_000
     generate_concurrency: int = 2
