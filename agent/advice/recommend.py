@@ -1,5 +1,5 @@
 """``specwatch recommend``: the lookahead K (and on/off) each domain's stored history supports, and one K for
-a whole pod, whose engine fixes K at start-up for every domain (agent/engine_flags.py prints the flags).
+a whole pod, whose engine fixes K at start-up for every domain (agent/advice/engine_flags.py prints the flags).
 
 Evidence: history of the latest target and draft versions only (agent/hub/warm.py: an older pair's acceptance
 is what must not be trusted). Per domain and K, goodput is emitted tokens over step seconds (a ratio of
