@@ -72,7 +72,7 @@ def stats(
     for start, end in result.plan.missing:
         errors.print(f"note: history for {iso(start)} .. {iso(end)} was pruned; not included", highlight=False)
     if plot:
-        from agent.plot import render
+        from agent.cli.plot import render
 
         render(history, plot)
         errors.print(f"wrote {plot}", highlight=False)
