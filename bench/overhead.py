@@ -63,8 +63,8 @@ GOAL_US = 20.0
 def components(store: Store | None) -> dict[str, Any]:
     """Fresh metrics, drift watch and alert manager, where their modules exist."""
     out: dict[str, Any] = {}
-    if importlib.util.find_spec("alerts.metrics"):
-        from alerts.metrics import Metrics
+    if importlib.util.find_spec("alerts.metrics.export"):
+        from alerts.metrics.export import Metrics
 
         out["metrics"] = Metrics()
     if importlib.util.find_spec("alerts.watch"):

@@ -155,7 +155,7 @@ class Demo:
         from agent.hub.sidecar import Sidecar
         from agent.runtime.jobs import Intervals, Jobs
         from alerts.manager import AlertManager
-        from alerts.metrics import Metrics
+        from alerts.metrics.export import Metrics
         from alerts.sinks import LogSink
         from alerts.watch import DriftWatch
         from policies.registry import make

@@ -53,7 +53,7 @@ MAX_PODS = 64  # pods whose model versions are tracked for change times (the flu
 
 class Sidecar:
     """See the module docstring. ``watch`` (alerts.watch.DriftWatch), ``alerts`` (alerts.manager.AlertManager)
-    and ``metrics`` (alerts.metrics.Metrics) are optional: None leaves that branch of the data path out.
+    and ``metrics`` (alerts.metrics.export.Metrics) are optional: None leaves that branch of the data path out.
     Domains (agent/hub/domains.py): only records create one; ``decide`` on a domain without state answers the
     decision a new domain starts with; ``tend_domains`` evicts those idle ``domain_idle_seconds``.
     ``cap_stored_domains``: records that ``take`` feeds (the ingest worker's, the ring's) are stored under

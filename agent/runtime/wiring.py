@@ -22,7 +22,7 @@ from agent.hub.sidecar import Sidecar
 from agent.runtime.closing import Closed, close_within
 from agent.runtime.config import SidecarConfig
 from agent.runtime.jobs import Jobs
-from agent.store_metrics import FlushCollector, StoreCollector
+from alerts.metrics.store import FlushCollector, StoreCollector
 from policies.registry import make
 from specwatch_core import redact
 from storage import Store
@@ -116,8 +116,8 @@ def components(config: SidecarConfig, store: Store) -> tuple[Any, Any, Any]:
         from alerts.manager import AlertManager
 
         alerts = AlertManager(_sinks(config), store, pod=config.pod)
-    if _exists("alerts.metrics"):
-        from alerts.metrics import Metrics
+    if _exists("alerts.metrics.export"):
+        from alerts.metrics.export import Metrics
 
         metrics = Metrics(max_domains=config.max_domains)
     return watch, alerts, metrics

@@ -10,7 +10,7 @@ the per-position counter) ``aggregate`` writes one record of D steps instead, wi
 
 Time: the interval's step time (the engine's own when it exports one, else the scrape interval) goes into
 ``seconds``, shared equally by the per-step records; draft_seconds = verify_seconds = 0 say the engine did
-not split it (alerts/metrics.py leaves such records out of the latency histograms).
+not split it (alerts/metrics/export.py leaves such records out of the latency histograms).
 """
 
 from __future__ import annotations

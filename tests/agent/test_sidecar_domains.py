@@ -13,7 +13,7 @@ import pytest
 
 from agent.hub.domains import DomainSlots
 from agent.hub.sidecar import OTHER, Sidecar
-from alerts.metrics import Metrics
+from alerts.metrics.export import Metrics
 from alerts.watch import DriftWatch
 from policies.registry import make
 from sidecar_fakes import T0, Clock, step

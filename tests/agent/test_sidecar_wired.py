@@ -8,7 +8,7 @@ from prometheus_client import generate_latest
 
 from agent.hub.sidecar import Sidecar
 from alerts.manager import AlertManager
-from alerts.metrics import Metrics
+from alerts.metrics.export import Metrics
 from policies.registry import make
 from sidecar_fakes import T0, Clock, losing_steps, open_store, step
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from alerts.metrics import OTHER, Metrics
+from alerts.metrics.export import OTHER, Metrics
 from alerts.watch import DriftWatch
 from specwatch_core.records import StepRecord
 

@@ -1,4 +1,4 @@
-"""alerts/metrics.py: exported values equal sums computed independently from the records."""
+"""alerts/metrics/export.py: exported values equal sums computed independently from the records."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from alerts.metric_counts import LatencyCounts, MetricsConfig, position_totals
-from alerts.metrics import Metrics
+from alerts.metrics.counts import LatencyCounts, MetricsConfig, position_totals
+from alerts.metrics.export import Metrics
 from specwatch_core.records import StepRecord
 
 

@@ -13,8 +13,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.ring.reader import RingCollector, RingReader
-from agent.store_metrics import FlushCollector, StoreCollector
-from alerts.metrics import Metrics
+from alerts.metrics.export import Metrics
+from alerts.metrics.store import FlushCollector, StoreCollector
 from specwatch_core.records import StepRecord
 
 PROMTOOL = shutil.which("promtool")

@@ -1,7 +1,7 @@
 """Prometheus export of what the sidecar sees: steps, tokens, per-position acceptance, decisions, drift and
 alerts, all under the ``specwatch_`` prefix in base units, with the ``domain`` label bounded.
 
-``observe`` adds a record to plain counts (alerts/metric_counts.py) under one lock, with no
+``observe`` adds a record to plain counts (alerts/metrics/counts.py) under one lock, with no
 prometheus-client call: a step costs about a microsecond whatever its lookahead, where incrementing a
 labelled child per position would cost that per drafted token. A custom collector turns the counts into
 metric families when /metrics is scraped. Timing convention: a record with ``verify_seconds == 0`` carries
@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from alerts.metric_counts import DomainCounts, MetricsConfig, position_totals, window_ratio
+from alerts.metrics.counts import DomainCounts, MetricsConfig, position_totals, window_ratio
 from specwatch_core.records import StepRecord
 
 OTHER = "other"
