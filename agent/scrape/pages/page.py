@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.scrape.pages.counts import PageError, SpecCounters
+from agent.scrape.pages.counts import PageError
 
 Labels = tuple[tuple[str, str], ...]  # a series' identifying labels, sorted by name
 
@@ -125,10 +125,3 @@ def ordered(positions: dict[int, int], what: str, width: int | None = None) -> t
     if any(p >= k for p in positions):
         raise PageError(f"{what} has positions {sorted(positions)} beyond the {k} drafted")
     return tuple(positions.get(i, 0) for i in range(k))
-
-
-def with_created(counters: SpecCounters, created: float | None) -> SpecCounters:
-    """``counters`` with ``created`` when it has none of its own."""
-    from dataclasses import replace
-
-    return counters if counters.created is not None or created is None else replace(counters, created=created)
