@@ -29,7 +29,7 @@ from alerts.detectors.sprt import NO_DROP, SequentialTest
 from alerts.findings import Finding, Speed, breakeven_finding, drift_finding, stale_finding
 from alerts.lineage import Lineage
 from alerts.watch_config import WatchConfig
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 __all__ = ["DriftWatch", "Finding", "WatchConfig"]
 

@@ -6,7 +6,7 @@ transformers' ``generate(assistant_model=..., num_assistant_tokens=K,
 num_assistant_tokens_schedule="constant")`` at the same K (its confidence-based early stop switched off,
 so both draft exactly K tokens).
 
-The prediction is the cost model of agent/cost_model.py, measured per domain on this device before the runs:
+The prediction is the cost model of agent/decoding/cost_model.py, measured per domain on this device before the runs:
 one draft forward and one target pass over K+1 tokens for each K, at the domain's mean context length. For
 the steps the decoder ran (their lookaheads, the last ones shortened to the budget) and the run's per-token
 acceptance a, it predicts tokens (1 - a^(K+1)) / (1 - a) per step and K * draft + verify(K) seconds per step.
@@ -39,10 +39,10 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent import cost_model  # noqa: E402
-from agent.decoder import SpeculativeDecoder  # noqa: E402
-from policies.goodput import leviathan_speedup, leviathan_tokens  # noqa: E402
+from agent.decoding import cost_model  # noqa: E402
+from agent.decoding.decoder import SpeculativeDecoder  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
+from policies.goodput import leviathan_speedup, leviathan_tokens  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "decoder.json"
 

@@ -37,7 +37,7 @@ from alerts.detectors import ADWINDetector, BernoulliCUSUM, ExpectedCUSUM  # noq
 from alerts.watch import DriftWatch, WatchConfig  # noqa: E402
 from bench.drift_sources import (acceptance, bootstrap, concentration, counted, iid_steps,  # noqa: E402
                                  load_greedy, load_sampled)
-from records import StepRecord  # noqa: E402
+from specwatch_core.records import StepRecord  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "drift.json"
 BLIND = ("cusum", "expected-cusum", "adwin")

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.decoder import SpeculativeDecoder  # noqa: E402
+from agent.decoding.decoder import SpeculativeDecoder  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
 from bench.drift_sources import sampled_path  # noqa: E402
 from bench.replay import FORMAT, TRACES, write_json_gz  # noqa: E402

@@ -17,7 +17,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from records import StepRecord
+from specwatch_core.records import StepRecord
 from storage import Store, StoreConfig
 from storage.engine import Database
 

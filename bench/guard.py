@@ -36,7 +36,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.decoder import SpeculativeDecoder  # noqa: E402
+from agent.decoding.decoder import SpeculativeDecoder  # noqa: E402
 from agent.guard import guard  # noqa: E402
 from agent.guard.history import current_history  # noqa: E402
 from agent.guard.sample import load_sample  # noqa: E402

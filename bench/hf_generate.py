@@ -46,11 +46,11 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent import config as sidecar_config  # noqa: E402
 from agent.demo.plan import DemoPlan  # noqa: E402
 from agent.demo.run import phase_requests  # noqa: E402
 from agent.hf import in_process, specwatch_generate  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
+from agent.runtime import config as sidecar_config  # noqa: E402
 from bench.decoder import timed  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "hf_generate.json"

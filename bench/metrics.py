@@ -1,4 +1,4 @@
-"""Benchmark: the cost per step record of alerts.metrics.Metrics.observe (the sidecar's hot path), against
+"""Benchmark: the cost per step record of alerts.metrics.export.Metrics.observe (the sidecar's hot path), against
 the obvious alternative of incrementing prometheus-client children (cached per domain and position) for
 every counter, every per-position counter and both histograms; and the cost of one /metrics scrape.
 
@@ -26,9 +26,9 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from alerts.metric_counts import DRAFT_BUCKETS, VERIFY_BUCKETS  # noqa: E402
-from alerts.metrics import Metrics  # noqa: E402
-from records import StepRecord  # noqa: E402
+from alerts.metrics.counts import DRAFT_BUCKETS, VERIFY_BUCKETS  # noqa: E402
+from alerts.metrics.export import Metrics  # noqa: E402
+from specwatch_core.records import StepRecord  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "metrics.json"
 GOAL_US = 5.0

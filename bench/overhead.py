@@ -9,9 +9,9 @@ policy's refit every second). Only the two calls are timed, between them a GIL-f
 the decoder's forward passes (``--gap-us``). The loop runs four times: with background ingest (``record``
 queues, a worker thread validates and feeds the branches; the worker's CPU per step and its largest backlog
 are reported), with every branch fed inline, and through the step ring to a real ``specwatch serve --ring``
-process (agent/ring_client.py: ``record`` packs the step into shared memory, ``decide`` reads the
+process (agent/ring/client.py: ``record`` packs the step into shared memory, ``decide`` reads the
 decision the sidecar process published; that process's CPU per step is reported), and through the same ring
-with agent/ring_deferred.py (``record`` queues, a packer thread packs; built for engines whose forward passes
+with agent/ring/deferred.py (``record`` queues, a packer thread packs; built for engines whose forward passes
 leave the caches cold, see bench/overhead_insitu.py, so this warm loop is its worst case). Then the same steps are replayed,
 alternating per step between a fresh Sidecar and the same parts called directly (each part timed), so
 shares and the Sidecar's own cost come from paired measurements under the same conditions; both refit
@@ -45,15 +45,15 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.config import SidecarConfig  # noqa: E402
-from agent.jobs import Intervals, Jobs  # noqa: E402
-from agent.ring_client import RingClient  # noqa: E402
-from agent.sidecar import Sidecar  # noqa: E402
+from agent.hub.sidecar import Sidecar  # noqa: E402
+from agent.ring.client import RingClient  # noqa: E402
+from agent.runtime.config import SidecarConfig  # noqa: E402
+from agent.runtime.jobs import Intervals, Jobs  # noqa: E402
 from bench.replay import build_stream, drafted_count, load_traces, step_outcome  # noqa: E402
 from bench.sidecar_process import over_ring  # noqa: E402
 from policies.base import Outcome  # noqa: E402
 from policies.registry import make  # noqa: E402
-from records import StepRecord  # noqa: E402
+from specwatch_core.records import StepRecord  # noqa: E402
 from storage import Store, StoreConfig  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "overhead.json"
@@ -63,8 +63,8 @@ GOAL_US = 20.0
 def components(store: Store | None) -> dict[str, Any]:
     """Fresh metrics, drift watch and alert manager, where their modules exist."""
     out: dict[str, Any] = {}
-    if importlib.util.find_spec("alerts.metrics"):
-        from alerts.metrics import Metrics
+    if importlib.util.find_spec("alerts.metrics.export"):
+        from alerts.metrics.export import Metrics
 
         out["metrics"] = Metrics()
     if importlib.util.find_spec("alerts.watch"):
@@ -174,7 +174,7 @@ def paired_replay(records: list[StepRecord], policy_name: str, seed: int, tmp: P
 
 def ring_loop(args, tmp: Path, deferred: bool = False) -> dict[str, Any]:
     """The closed loop through the step ring to a ``specwatch serve --ring`` process (``deferred``: with
-    agent/ring_deferred.py's packer thread): decide and record ns per step, the sidecar process's CPU seconds
+    agent/ring/deferred.py's packer thread): decide and record ns per step, the sidecar process's CPU seconds
     over the loop (until it has read every record), the packer thread's, the records that found the ring
     full and waited, and those dropped (at the ring, or at the packer's queue)."""
 

@@ -3,12 +3,12 @@
 bench/overhead.py times ``decide`` + ``record`` in a warm closed loop. Inside a real decoding loop the same
 Python runs right after the models' forward passes, with cold caches, and a worker thread shares the GIL
 with the decoder. Here the full kit's target v1 and draft decode held-out prompts of every domain, steered
-by a Sidecar (the default policy, drift watch, metrics, alert manager) through ``agent.steer.generate_with``;
+by a Sidecar (the default policy, drift watch, metrics, alert manager) through ``agent.decoding.steer.generate_with``;
 the time each step spends in ``record`` + ``decide`` on the decoding thread is recorded, with the decode
 throughput and the CPU spent per step off the decoding thread. Four modes alternate, ``--rounds`` times
 each: inline, background ingest (a worker thread, sharing the GIL), the step ring to a real
-``specwatch serve --ring`` process (agent/ring_client.py; that process's CPU, HTTP server and scheduler
-included, is the off-thread CPU), and the same ring with a packer thread (agent/ring_deferred.py: ``record``
+``specwatch serve --ring`` process (agent/ring/client.py; that process's CPU, HTTP server and scheduler
+included, is the off-thread CPU), and the same ring with a packer thread (agent/ring/deferred.py: ``record``
 only queues; the packer's CPU is off the decoding thread but in its process, as the ingest worker's is).
 
 Not a test: prints a table and writes bench/results/overhead_insitu.json. Run on an idle machine.
@@ -34,11 +34,11 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.config import SidecarConfig  # noqa: E402
-from agent.decoder import SpeculativeDecoder  # noqa: E402
+from agent.decoding.decoder import SpeculativeDecoder  # noqa: E402
+from agent.decoding.steer import generate_with  # noqa: E402
+from agent.hub.sidecar import Sidecar  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
-from agent.sidecar import Sidecar  # noqa: E402
-from agent.steer import generate_with  # noqa: E402
+from agent.runtime.config import SidecarConfig  # noqa: E402
 from bench.overhead import GOAL_US, components  # noqa: E402
 from bench.sidecar_process import over_ring  # noqa: E402
 from policies.registry import make  # noqa: E402

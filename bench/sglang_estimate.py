@@ -1,7 +1,7 @@
 """How far SGLang's gauges are from the counts: ``specwatch scrape``'s estimate against a simulated truth.
 
 SGLang exports only the acceptance length L and rate of its last ``decode_log_interval`` (40) decode batches
-(agent/engine_pages/sglang.py); the scraper turns a scrape's decode tokens E into passes = round(E / L). Here
+(agent/scrape/pages/sglang.py); the scraper turns a scrape's decode tokens E into passes = round(E / L). Here
 a scheduler runs ``--batches`` decode batches of ``--requests`` requests per scrape (K = 3, the gauges set
 every 40 batches as log_decode_stats does, the rate by the definition since sgl-project/sglang#23530), once
 with a steady per-token acceptance and once with acceptance falling half-way through the scrape; the
@@ -26,7 +26,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.engine_pages.sglang import GaugeSnapshot, draft_lengths  # noqa: E402
+from agent.scrape.pages.sglang import GaugeSnapshot, draft_lengths  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "sglang_estimate.json"
 K, WINDOW = 3, 40

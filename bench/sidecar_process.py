@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "agent"))
 
 from served import Served  # noqa: E402
 
-from agent.ring_client import RingClient  # noqa: E402
-from agent.ring_deferred import DeferredRingClient  # noqa: E402
+from agent.ring.client import RingClient  # noqa: E402
+from agent.ring.deferred import DeferredRingClient  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> float:

@@ -36,7 +36,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from records import StepRecord  # noqa: E402
+from specwatch_core.records import StepRecord  # noqa: E402
 from storage import StatsQuery, Store, StoreConfig  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "storage.json"

@@ -29,9 +29,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.decoder import SpeculativeDecoder, crop, forward  # noqa: E402  (the decoder's own forward)
+from agent.decoding.decoder import SpeculativeDecoder, crop, forward  # noqa: E402  (the decoder's own forward)
+from agent.decoding.sampling import SamplingParams, probabilities  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
-from agent.sampling import SamplingParams, probabilities  # noqa: E402
 from bench.replay import (FORMAT, PHASES, TRACES, RequestTrace, acceptance_path, costs_path,  # noqa: E402
                           drafted_count, write_json_gz)
 

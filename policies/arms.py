@@ -86,10 +86,6 @@ class DiscountedArms:
         s = self.s[k]
         return self.e[k] / s if s > 0 else 0.0
 
-    def mean_emitted(self, k: int) -> float:
-        n = self.n[k]
-        return self.e[k] / n if n > 0 else 0.0
-
     def mean_seconds(self, k: int) -> float:
         n = self.n[k]
         return self.s[k] / n if n > 0 else 0.0

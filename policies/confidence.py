@@ -296,7 +296,7 @@ class ConfidenceStop(Policy):
         return lambda confidence, position: own(confidence, position) or inner(confidence, position)
 
     def stop_state(self, domain: str) -> StopState:
-        """What ``stop_drafting`` reads, for a decoder in another process (agent/ring_client.py)."""
+        """What ``stop_drafting`` reads, for a decoder in another process (agent/ring/client.py)."""
         st = self._domains.get(domain) or self._new(domain)
         return StopState(self.rule, self.bins, st.threshold, st.table, st.limits)
 

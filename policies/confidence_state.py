@@ -39,7 +39,7 @@ class DomainState:
 def stop_rule(st, rule: str, bins: int) -> StopDrafting:
     """The in-step stop of ConfidenceStop over ``st``'s ``threshold``, ``table`` and ``limits``, read at call
     time (a refit, or a fresh copy from the sidecar, applies at once). ``st``: a DomainState, or any object
-    with those attributes (agent/ring_client.py keeps one per domain). The gain rule carries P_all through a
+    with those attributes (agent/ring/client.py keeps one per domain). The gain rule carries P_all through a
     step (position 1 starts one): one callable per generation."""
     if rule != "gain":
         def threshold_only(confidence: float, position: int) -> bool:

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from records import StepRecord, verify_seconds_of
+from specwatch_core.records import StepRecord, verify_seconds_of
 from storage.counts import SeriesKey, WindowCounts
 
 Windows = dict[int, dict[SeriesKey, WindowCounts]]

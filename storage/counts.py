@@ -1,7 +1,7 @@
 """Raw counts of one window of one series, and what the stored columns derive from them.
 
 A series is (pod, domain, target_version, draft_version, lookahead). Drafted and accepted tokens are summed
-directly, so per-step records and aggregates (records/records.py: many steps of one request, positions
+directly, so per-step records and aggregates (specwatch_core/records.py: many steps of one request, positions
 unknown) add to the same sums. Per-step records also count in a histogram of accepted lengths (hist[a] =
 steps that accepted a of K), which alone gives the per-position counts: aggregates never enter it.
 """

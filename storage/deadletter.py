@@ -81,6 +81,6 @@ def path_for(configured: str | None, db: Database) -> Path:
     database = db.engine.url.database
     if db.dialect == "sqlite" and database and database != ":memory:":
         return Path(f"{database}.dead-letter.jsonl")
-    from common import settings  # SPECWATCH_* are read in one place
+    from specwatch_core import settings  # SPECWATCH_* are read in one place
 
     return settings.home() / "dead-letter.jsonl"

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from records import StepRecord, validate_batch
+from specwatch_core.records import StepRecord, validate_batch
 from storage import deadletter, events, migrate
 from storage.aggregator import WindowAggregator
 from storage.cache import LRU

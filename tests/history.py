@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 T0 = 1_700_000_000 - 1_700_000_000 % 86400  # a UTC midnight
 

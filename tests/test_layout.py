@@ -1,4 +1,5 @@
-"""The package layout: no import cycles among the repo's own modules, and the lower packages never reach up.
+"""The package layout: no import cycles among the repo's own modules, the lower packages never reach up, and
+agent/ is a house of role folders on floors, each importing only from the floors below it.
 
 The import graph is read from the source with ``ast`` (no module is imported): every ``import`` and
 ``from ... import`` statement counts, at module level, under ``if TYPE_CHECKING:`` and inside functions
@@ -11,22 +12,33 @@ from __future__ import annotations
 
 import ast
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agent", "storage", "alerts", "policies", "records", "common")
-# What each package may not import. storage/, alerts/ and policies/ sit below agent/ and never reach up into it;
-# records/ (the record contracts) and common/ (environment settings, redaction) sit below all of them and import
+PACKAGES = ("agent", "storage", "alerts", "policies", "specwatch_core")
+# What each package may not import. alerts/ sits below agent/, storage/ and policies/ below both, and none reaches
+# up; specwatch_core/ (the record contracts, environment settings, redaction) sits below all of them and imports
 # none of the repo's packages.
 FORBIDDEN = {
-    "storage": ("agent",),
+    "storage": ("agent", "alerts"),
     "alerts": ("agent",),
-    "policies": ("agent",),
-    "records": tuple(p for p in PACKAGES if p != "records"),
-    "common": tuple(p for p in PACKAGES if p != "common"),
+    "policies": ("agent", "alerts"),
+    "specwatch_core": tuple(p for p in PACKAGES if p != "specwatch_core"),
 }
-# Modules that only re-export records/ and common/ under their old names, for code outside the repo.
-RE_EXPORTS = ("agent.records", "agent.redact", "agent.settings")
+# agent/'s role folders by floor, top first. A module imports from its own folder or from a folder on a lower
+# floor, never from one on its own floor or above, so each floor reads without those above it. Every folder of
+# agent/ is on a floor.
+FLOORS = (
+    ("cli",),                                         # the `specwatch` command line
+    ("proxy",),                                       # `specwatch proxy`: the OpenAI-compatible reverse proxy
+    ("http", "demo", "hf"),                           # `specwatch serve`, the demo, transformers' generate()
+    ("runtime", "guard", "advice", "pretrained"),     # wiring and running a sidecar; guard; recommend; real model
+    ("hub", "kit"),                                   # the Sidecar and what it holds; the model kit
+    ("decoding", "ring", "scrape", "engines"),        # the decoder; the step ring; engine pages; engine processes
+)
+# Modules directly in agent/ besides its __init__.py: each belongs in a folder.
+MAX_FLAT = 0
 # Cycles still accepted, as the sorted tuple of their modules -> why. Empty: keep it that way.
 ALLOWED_CYCLES: dict[tuple[str, ...], str] = {}
 
@@ -176,37 +188,116 @@ def upward_imports(root: Path = ROOT) -> list[str]:
     return bad
 
 
+def folder_of(module: str, root: Path = ROOT) -> str | None:
+    """The role folder of an agent/ module (``agent.hub.sidecar`` -> ``hub``); None outside agent/ and for
+    agent/'s own __init__.py and flat modules."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "agent" and len(parts) > 1 and (root / "agent" / parts[1]).is_dir() else None
+
+
+def floor_faults(root: Path = ROOT) -> list[str]:
+    """``module -> imported`` for every import between agent/ folders that does not go to a lower floor, and a
+    line for each folder on no floor."""
+    floor = {folder: level for level, folders in enumerate(FLOORS) for folder in folders}
+    graph = import_graph(root)
+    homeless = sorted({f for m in graph if (f := folder_of(m, root)) is not None and f not in floor})
+    bad = [f"agent/{f}/ is on no floor of FLOORS" for f in homeless]
+    for module, targets in sorted(graph.items()):
+        here = folder_of(module, root)
+        if here not in floor:
+            continue
+        bad += [f"{module} -> {t}" for t in sorted(targets)
+                if (there := folder_of(t, root)) in floor and there != here and floor[there] <= floor[here]]
+    return bad
+
+
+def flat_modules(root: Path = ROOT) -> list[str]:
+    """Modules directly in agent/, its __init__.py aside."""
+    return sorted(m for m in modules(root) if m.startswith("agent.") and folder_of(m, root) is None)
+
+
+def re_exports(root: Path = ROOT) -> list[str]:
+    """Modules that only re-export names kept elsewhere: nothing in them but a docstring, imports and
+    ``__all__``. A package's ``__init__.py`` may gather the names of its own modules (agent/kit/__init__.py)."""
+    found = []
+    for module, path in modules(root).items():
+        body = ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        body = [n for n in body if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+        imports = [n for n in body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        names_all = [n for n in body
+                     if isinstance(n, ast.Assign) and [getattr(t, "id", "") for t in n.targets] == ["__all__"]]
+        if not imports or len(imports) + len(names_all) < len(body):
+            continue
+        if path.name == "__init__.py" and all(
+                name.startswith(module + ".") for name in imported_names(path, module)):
+            continue
+        found.append(module)
+    return sorted(found)
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """A checkout of the given files (path -> text) under root."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def test_graph_sees_the_packages():
     graph = import_graph()
-    assert {"agent.cli", "records", "common.redact", "storage.store", "alerts.watch", "policies.base"} <= set(graph)
-    assert "records" in graph["storage.store"]  # the graph sees module-level imports
+    assert {"agent.cli", "specwatch_core.records", "specwatch_core.redact", "storage.store", "alerts.watch",
+            "policies.base"} <= set(graph)
+    assert "specwatch_core.records" in graph["storage.store"]  # the graph sees module-level imports
     assert "agent.cli.stats" in graph["agent.cli"]  # and imports inside functions (_register)
 
 
 def test_the_checks_find_what_they_look_for(tmp_path):
     """On a small tree with the faults the layout once had: a package root importing its command modules in a
-    function while they import it back, a cycle through ``if TYPE_CHECKING:``, storage/ importing agent/ and
-    records/ importing storage/."""
-    files = {
+    function while they import it back, a cycle through ``if TYPE_CHECKING:``, storage/ importing agent/,
+    specwatch_core/ importing storage/ and a module kept only to re-export names under an old path."""
+    write_tree(tmp_path, {
         "agent/__init__.py": "",
         "agent/cli/__init__.py": "def _register():\n    from agent.cli import stats\n",
         "agent/cli/stats.py": "from agent.cli import fail\n",
+        "agent/lineage.py": '"""The old path."""\nfrom alerts.lineage import Lineage\n\n__all__ = ["Lineage"]\n',
         "agent/records.py": "",
         "alerts/__init__.py": "",
         "alerts/lineage.py": "import typing\nif typing.TYPE_CHECKING:\n    from alerts.watch import Config\n",
         "alerts/watch.py": "from alerts.lineage import Lineage\n",
         "storage/__init__.py": "",
         "storage/store.py": "import agent.records as records_module\n",
-        "records/__init__.py": "from storage import store\n",
-    }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+        "specwatch_core/__init__.py": "from storage import store\n",
+    })
     assert cycles(tmp_path) == [
         "agent.cli -> agent.cli.stats -> agent.cli  (modules in the cycle: agent.cli, agent.cli.stats)",
         "alerts.lineage -> alerts.watch -> alerts.lineage  (modules in the cycle: alerts.lineage, alerts.watch)",
     ]
-    assert upward_imports(tmp_path) == ["records -> storage.store", "storage.store -> agent.records"]
+    assert upward_imports(tmp_path) == ["specwatch_core -> storage.store", "storage.store -> agent.records"]
+    assert "agent.lineage" in re_exports(tmp_path)
+
+
+def test_the_floor_checks_find_what_they_look_for(tmp_path):
+    """On a small tree: the hub importing the HTTP edge above it, the kit importing the hub on its own floor,
+    a folder on no floor and a module left flat in agent/. The HTTP edge importing the hub goes down: allowed."""
+    write_tree(tmp_path, {
+        "agent/__init__.py": "",
+        "agent/extra.py": "",
+        "agent/attic/__init__.py": "",
+        "agent/attic/old.py": "from agent.hub.sidecar import Sidecar\n",
+        "agent/http/__init__.py": "",
+        "agent/http/api.py": "from agent.hub.sidecar import Sidecar\n",
+        "agent/hub/__init__.py": "",
+        "agent/hub/sidecar.py": "def build():\n    from agent.http.api import app\n",
+        "agent/kit/__init__.py": "",
+        "agent/kit/load.py": "from agent.hub import sidecar\n",
+    })
+    assert floor_faults(tmp_path) == [
+        "agent/attic/ is on no floor of FLOORS",
+        "agent.hub.sidecar -> agent.http.api",
+        "agent.kit.load -> agent.hub.sidecar",
+    ]
+    assert flat_modules(tmp_path) == ["agent.extra"]
 
 
 def test_no_import_cycles():
@@ -226,18 +317,29 @@ def test_lower_packages_do_not_import_upward():
     assert not found, "lower packages importing upward:\n" + "\n".join(found)
 
 
-def test_the_repo_imports_no_re_export():
-    """agent.records, agent.redact and agent.settings only re-export records/ and common/ for code outside the
-    repo: no module, test or benchmark here imports them."""
-    used = []
-    for top in sorted(p for p in ROOT.iterdir() if not p.name.startswith(".")):  # not .git, .venv
-        for path in sorted(top.rglob("*.py")) if top.is_dir() else [top] if top.suffix == ".py" else []:
-            relative = path.relative_to(ROOT)
-            if ".".join(relative.with_suffix("").parts) in RE_EXPORTS:
-                continue
-            used += [f"{relative}: {name}" for name in sorted(imported_names(path))
-                     if any(name == shim or name.startswith(shim + ".") for shim in RE_EXPORTS)]
-    assert not used, "imports of a re-export:\n" + "\n".join(used)
+def test_agent_folders_import_only_from_lower_floors():
+    found = floor_faults()
+    assert not found, "imports between agent/ folders that do not go down a floor:\n" + "\n".join(found)
+
+
+def test_agent_keeps_few_flat_modules():
+    found = flat_modules()
+    assert len(found) <= MAX_FLAT, "modules directly in agent/ (each belongs in a role folder):\n" + "\n".join(found)
+
+
+def test_packages_are_what_the_project_installs():
+    """PACKAGES are the top-level names pyproject.toml installs, so every one of them is checked here. None may be
+    the name of another distribution on PyPI (records and common were: their modules are specwatch_core/ now)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(include) == sorted(f"{p}*" for p in PACKAGES)
+
+
+def test_no_module_only_re_exports():
+    """A name has one home, and every user imports it from there: no module only passes on names kept
+    elsewhere (agent/records.py, agent/redact.py and agent/settings.py once kept old paths working so)."""
+    found = re_exports()
+    assert not found, "modules that only re-export:\n" + "\n".join(found)
 
 
 if __name__ == "__main__":
@@ -246,5 +348,11 @@ if __name__ == "__main__":
     print(f"{where}: {len(graph)} modules, {sum(map(len, graph.values()))} imports")
     for component in strongly_connected(graph):
         print("cycle:", describe(component, graph))
-    for line in upward_imports(where):
+    for line in upward_imports(where) + floor_faults(where):
         print("upward:", line)
+    for module in re_exports(where):
+        print("re-export only:", module)
+    rooms = [f"agent/{folder}/" if (folder := folder_of(m, where)) else "agent/ (flat)"
+             for m in graph if m.startswith("agent.")]
+    for room in sorted(set(rooms), key=lambda room: (-rooms.count(room), room)):
+        print(f"{rooms.count(room):4d} modules in {room}")

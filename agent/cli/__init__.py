@@ -46,9 +46,9 @@ def _options(show_version: bool = typer.Option(False, "--version", callback=_ver
 
 def _register() -> None:
     from agent.cli import alerts, db, demo, guard, proxy, recommend, serve, stats
+    from agent.cli import pretrained  # noqa: F401 - registers `models pretrained` on models_app
     from agent.cli.decode import decode
     from agent.cli.models import models_app
-    from agent.cli import pretrained  # noqa: F401 - registers `models pretrained` on models_app
     from agent.cli.scrape import EXAMPLE as SCRAPE_EXAMPLE, scrape
 
     # One line each in `specwatch --help`; each command's own --help has the whole text.
@@ -76,10 +76,10 @@ LONG_RUNNING = ("serve", "proxy")
 
 def main() -> None:
     """The console entry point. The long-running commands first restart with the system allocator, so a
-    burst's memory goes back to the system (agent/memory.py); here, not in the commands, so that a command
+    burst's memory goes back to the system (agent/hub/memory.py); here, not in the commands, so that a command
     invoked in-process (tests, an embedding program) never replaces its caller."""
     if len(sys.argv) > 1 and sys.argv[1] in LONG_RUNNING and not {"--help", "-h"} & set(sys.argv):
-        from agent import memory
+        from agent.hub import memory
 
         memory.restart_with_system_allocator()
     logging.getLogger("transformers").setLevel(logging.ERROR)

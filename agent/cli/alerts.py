@@ -11,7 +11,7 @@ import typer
 
 from agent.cli.output import Format, console, emit_rows, fail
 from agent.cli.stats import DbOption, open_store
-from agent.times import iso, parse_time
+from agent.runtime.times import iso, parse_time
 from storage import StoredAlert, StoreError
 
 EXAMPLE = "Example: specwatch alerts --db sqlite:///specwatch.db --state all --since 24h --format json"

@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
-from agent import config as cfg
 from agent.cli.output import Format, console, emit_rows, fail
 from agent.cli.stats import DbOption, open_store
-from agent.times import iso
-from common import settings
+from agent.runtime import config as cfg
+from agent.runtime.times import iso
+from specwatch_core import settings
 from storage import StoreError
 from storage.engine import Database
 from storage.migrate import upgrade

@@ -28,10 +28,10 @@ def decode(
 
     Shows the generated text, acceptance rate, tokens per step and tokens/s of both runs.
     """
-    from agent.decoder import SpeculativeDecoder
+    from agent.decoding.decoder import SpeculativeDecoder
+    from agent.decoding.showcase import compare
     from agent.kit import tokenizer
     from agent.kit.load import KitNotBuiltError, load_kit
-    from agent.showcase import compare
 
     if target not in ("v1", "v2"):
         raise fail(f"--target: expected v1 or v2, got {target!r}")

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from agent.cli.output import Format, console, emit_rows, errors, fail
-from common import settings
+from specwatch_core import settings
 
 
 class IngestMode(str, Enum):
@@ -58,7 +58,7 @@ def demo(
     from agent.demo.view import live, summary, summary_rows
     from agent.kit import layout
     from agent.kit.load import KitNotBuiltError, load_kit
-    from agent.times import iso
+    from agent.runtime.times import iso
 
     if size not in ("full", "tiny"):
         raise fail(f"--size: expected full or tiny, got {size!r}")

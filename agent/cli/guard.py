@@ -13,8 +13,8 @@ import typer
 
 from agent.cli.output import Format, console, emit_rows, errors, fail
 from agent.cli.stats import DbOption
-from agent.times import parse_time
-from common import settings
+from agent.runtime.times import parse_time
+from specwatch_core import settings
 from storage import StoreError
 
 EXAMPLE = ("Example: specwatch guard --target models/target-v2 --draft models/draft --prompts sample.json "
@@ -64,11 +64,11 @@ def guard(
     K to serve, and the action: keep speculation, lower K, turn off (below break-even at every K) or
     re-distill first (a drop above `--max-drop`). Exits with 3 when any domain would fall below break-even
     (`--strict`: or should re-distill first), so it can gate a rollout."""
+    from agent.decoding.sampling import SamplingParams
+    from agent.decoding.versions import weights_version
     from agent.guard import guard as run_guard
     from agent.guard.sample import SampleError, load_sample
     from agent.kit.load import load_model
-    from agent.sampling import SamplingParams
-    from agent.versions import weights_version
     from policies.rollout import RolloutConfig, StepCost
 
     if threads:
@@ -118,9 +118,9 @@ def guard(
 
 
 def _measured_cost(target, draft, sample: dict[str, list[list[int]]], new_tokens: int, kmax: int):
-    """Without history: the step cost measured here (agent/cost_model.py: a draft forward, a verify pass per
+    """Without history: the step cost measured here (agent/decoding/cost_model.py: a draft forward, a verify pass per
     K), at the sample's mean context (prompt plus half the new tokens)."""
-    from agent import cost_model
+    from agent.decoding import cost_model
 
     limit = min(m.config.max_position_embeddings for m in (target, draft)) - kmax - 1
     context = cost_model.typical_context([p for texts in sample.values() for p in texts], new_tokens, limit)

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
     TimeRemainingColumn
 from rich.table import Table
 
-from common import settings
+from specwatch_core import settings
 
 models_app = typer.Typer(help="Build, evaluate and re-distill the local model kit (byte-level target v1, "
                               "draft, target v2).", no_args_is_help=True, rich_markup_mode="rich")

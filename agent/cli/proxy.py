@@ -70,11 +70,11 @@ def proxy(
     answers. SIGTERM or Ctrl-C: stop taking requests, let those in flight finish (--drain-seconds), flush
     every record (what the database does not take goes to the dead-letter file), persist alerts, exit 0.
     """
-    from agent import config as cfg
     from agent.proxy.config import MAX_LOOKAHEAD, ProxyConfig, ProxyConfigError, Upstream
     from agent.proxy.domains import DomainError, DomainRule
     from agent.proxy.listeners import ListenError
     from agent.proxy.run import build, serve
+    from agent.runtime import config as cfg
     from storage import StoreError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")

@@ -9,11 +9,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent import engine_flags
+from agent.advice import engine_flags
+from agent.advice.recommend import Recommendation, pool_name, recommend
 from agent.cli.output import Format, console, emit_rows, fail
 from agent.cli.stats import DbOption, open_store
-from agent.recommend import Recommendation, pool_name, recommend
-from agent.times import iso, parse_time
+from agent.runtime.times import iso, parse_time
 from storage import StoreError
 
 EXAMPLE = "Example: specwatch recommend --db sqlite:///specwatch.db --since 24h --engine llamacpp --draft draft.gguf"

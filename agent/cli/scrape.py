@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from agent.cli.output import errors, fail
-from common import settings
+from specwatch_core import settings
 
 EXAMPLE = (
     "Example: specwatch scrape --url http://localhost:8000/metrics --domain chat --interval 15 "
@@ -65,11 +65,11 @@ def scrape(
     import httpx
 
     from agent.cli.stats import open_store
-    from agent.engine_pages import identity
-    from agent.scrape import PageError, Rejected, Scraper, SidecarSink, StoreSink, run_all
-    from agent.scrape_io import fetch, fetch_model
-    from agent.scrape_names import placeholders
-    from records import RecordError
+    from agent.scrape.io import fetch, fetch_model
+    from agent.scrape.names import placeholders
+    from agent.scrape.pages import identity
+    from agent.scrape.scraper import PageError, Rejected, Scraper, SidecarSink, StoreSink, run_all
+    from specwatch_core.records import RecordError
     from storage import StoreError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(name)s: %(message)s")

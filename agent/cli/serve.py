@@ -16,7 +16,7 @@ EXAMPLE = ("Examples: SPECWATCH_TOKEN=$(cat token) specwatch serve --db sqlite:/
 
 def serve(
     config: Annotated[Optional[Path], typer.Option(
-        "--config", help="TOML file of options (see agent/config.py); default SPECWATCH_CONFIG.",
+        "--config", help="TOML file of options (see agent/runtime/config.py); default SPECWATCH_CONFIG.",
         dir_okay=False, show_default=False)] = None,
     host: Annotated[Optional[str], typer.Option(help="Address to bind; default 127.0.0.1.")] = None,
     port: Annotated[Optional[int], typer.Option(help="Port; default 8790.")] = None,
@@ -30,7 +30,7 @@ def serve(
     target_dir: Annotated[Optional[str], typer.Option(help="Target model folder (with --draft-dir).")] = None,
     draft_dir: Annotated[Optional[str], typer.Option(help="Draft model folder (with --target-dir).")] = None,
     ring: Annotated[Optional[str], typer.Option(
-        help="Shared-memory step ring a decoding process in this pod writes (agent/ring_client.py); "
+        help="Shared-memory step ring a decoding process in this pod writes (agent/ring/client.py); "
              "default SPECWATCH_RING, none.")] = None,
     auth: Annotated[Optional[str], typer.Option(
         help="Which routes need the token: ingest (POST routes; the default) or all (every route but "
@@ -45,10 +45,10 @@ def serve(
     Options come from the TOML file, then SPECWATCH_* variables (SPECWATCH_PORT, SPECWATCH_TOKEN, ...), then
     these flags. SIGTERM or Ctrl-C: stop taking requests, flush everything, persist alerts, exit 0.
     """
-    from agent import config as cfg
-    from agent.generator import ModelsUnavailable
-    from agent.serve import build, serve as run
-    from common import redact
+    from agent.http.serve import build, serve as run
+    from agent.runtime import config as cfg
+    from agent.runtime.generator import ModelsUnavailable
+    from specwatch_core import redact
     from storage import StoreError
 
     redact.install(logging.INFO)  # every line, tracebacks too, without passwords, tokens or URL secrets

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from agent.cli.output import Format, console, emit_rows, errors, fail
-from agent.times import iso, parse_time, span
-from common import settings
+from agent.runtime.times import iso, parse_time, span
+from specwatch_core import settings
 from storage import DIMENSIONS, StatsQuery, StatsResult, Store, StoreConfig, StoreError
 from storage.query import TIME_DIMS
 
@@ -72,7 +72,7 @@ def stats(
     for start, end in result.plan.missing:
         errors.print(f"note: history for {iso(start)} .. {iso(end)} was pruned; not included", highlight=False)
     if plot:
-        from agent.plot import render
+        from agent.cli.plot import render
 
         render(history, plot)
         errors.print(f"wrote {plot}", highlight=False)

@@ -19,12 +19,12 @@ from typing import Any, Callable
 
 from sqlalchemy.engine import make_url
 
-from agent.decoder import SpeculativeDecoder
+from agent.decoding.decoder import SpeculativeDecoder
+from agent.decoding.steer import generate_with
 from agent.demo.plan import PHASES, DemoPlan
 from agent.demo.tally import Tally
-from agent.prompt_sampler import PromptSampler, SamplerConfig
-from agent.steer import generate_with
-from agent.times import iso
+from agent.runtime.prompt_sampler import PromptSampler, SamplerConfig
+from agent.runtime.times import iso
 from alerts.alert import Alert
 from alerts.sinks.base import Sink
 
@@ -152,10 +152,10 @@ class Demo:
                 "worker_cpu_us_per_step": ingest.cpu_seconds / len(ns) * 1e6 if ingest else None}
 
     def _open(self) -> None:
-        from agent.jobs import Intervals, Jobs
-        from agent.sidecar import Sidecar
+        from agent.hub.sidecar import Sidecar
+        from agent.runtime.jobs import Intervals, Jobs
         from alerts.manager import AlertManager
-        from alerts.metrics import Metrics
+        from alerts.metrics.export import Metrics
         from alerts.sinks import LogSink
         from alerts.watch import DriftWatch
         from policies.registry import make

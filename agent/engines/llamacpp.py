@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from common import settings
+from specwatch_core import settings
 
 LOOPBACK = "127.0.0.1"
 # llama.cpp's defaults on CPU (f16 KV cache, flash attention) move log-probabilities by ~1e-3 from a float32

@@ -10,7 +10,7 @@ one prefill pass and one single-token pass per new token for a whole batch of pr
 loop. The draft then scores the prompt plus that continuation in one forward pass per batch.
 
 At each continuation position, with p the target's and q the draft's distribution (both through
-agent/sampling.py's ``probabilities``, as the decoder processes them), the expected acceptance is:
+agent/decoding/sampling.py's ``probabilities``, as the decoder processes them), the expected acceptance is:
 greedy, [argmax q == argmax p] (the drafted token is the draft's argmax, accepted iff it is the target's);
 sampling, sum_x min(p(x), q(x)) (a token drawn from q is accepted with probability min(1, p/q)). Its mean
 over positions is the per-token acceptance a live run counts over the positions it verifies (up to and
@@ -27,8 +27,8 @@ import torch
 
 from transformers import StaticCache
 
-from agent import sampling
-from agent.decoder import max_positions, model_device
+from agent.decoding import sampling
+from agent.decoding.decoder import max_positions, model_device
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Per-token acceptance before = accepted / reached over every drafted position (positions count up to and
 including each step's first rejection), the quantity agent/guard/estimate.py predicts. History counts only
-rows of the current target version since the draft was first seen (agent/warm.py); a draft the version log
+rows of the current target version since the draft was first seen (agent/hub/warm.py); a draft the version log
 has never seen has no history.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.warm import arm_history
+from agent.hub.warm import arm_history
 from policies.base import ArmStats
 from policies.goodput import backed_out_acceptance
 from policies.rollout import StepCost, fitted_verify

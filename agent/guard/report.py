@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.decoding.sampling import SamplingParams
 from agent.guard.estimate import Estimate, estimate
 from agent.guard.history import History
-from agent.sampling import SamplingParams
 from policies.rollout import RolloutConfig, StepCost, Verdict, judge
 
 DEFAULT_LOOKAHEAD = 4  # the K assumed served when neither the history nor --lookahead says

@@ -3,7 +3,7 @@
 Two shapes: a JSON object ``{domain: [prompt, ...]}`` (the kit's prompts.json is one), or JSON lines
 ``{"domain": ..., "text": ...}`` / ``{"domain": ..., "ids": [...]}``. A prompt is text (encoded with the
 target checkpoint's tokenizer, no special tokens) or a list of token ids, such as the items of the sidecar's
-opt-in live sample (agent/prompt_sampler.py: a request's prompt then the target's output; the guard lets the
+opt-in live sample (agent/runtime/prompt_sampler.py: a request's prompt then the target's output; the guard lets the
 new target continue after it).
 """
 

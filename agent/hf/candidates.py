@@ -22,10 +22,10 @@ from transformers.generation import candidate_generator as hf
 from transformers.generation.candidate_generator import AssistedCandidateGenerator
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 
-from agent import sampling
+from agent.decoding import sampling
 from agent.hf.steps import StepLog, accepted_prefix, probabilities
 from policies.base import StopDrafting
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 
 class SpecwatchCandidateGenerator(AssistedCandidateGenerator):

@@ -26,10 +26,10 @@ from typing import Any, Callable
 
 import torch
 
+from agent.decoding.versions import weights_version
 from agent.hf.candidates import SpecwatchCandidateGenerator
 from agent.hf.lookup import LOOKUP_VERSION, SpecwatchLookupGenerator
-from agent.versions import weights_version
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 _ACTIVE: contextvars.ContextVar[Callable[..., Any] | None] = contextvars.ContextVar("specwatch_candidates",
                                                                                    default=None)

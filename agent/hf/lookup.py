@@ -11,7 +11,7 @@ step (timed as agent/hf/steps.py says):
 - ``lookahead``: the K the sidecar gave, cut where the length budget ends (as the draft model's generator cuts
   its drafts: tokens past it could never be emitted, and the lookup is not asked for them);
 - ``drafted``: what the lookup proposed, 0..K. A step that drafted fewer than K says so and leaves out its
-  per-position lists (its positions are unknown: it feeds sums only, records/records.py); a step that drafted
+  per-position lists (its positions are unknown: it feeds sums only, specwatch_core/records.py); a step that drafted
   all K carries the accepted mask and the expected acceptance;
 - expected acceptance: the lookup drafts with certainty (q a point mass on its token), so sum_x min(p, q) is
   p(token), the target's probability of it (its processed distribution). No draft confidence: there is no
@@ -36,7 +36,7 @@ import torch
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from agent.hf.steps import StepLog, accepted_prefix, probabilities
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 LOOKUP_VERSION = "prompt-lookup"  # draft_version of prompt lookup's records: no weights to hash
 

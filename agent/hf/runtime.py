@@ -1,12 +1,12 @@
-"""The sidecar `specwatch serve` runs, wired by the same function (agent/wiring.py) and started in this
+"""The sidecar `specwatch serve` runs, wired by the same function (agent/runtime/wiring.py) and started in this
 process, without its HTTP server."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agent import config
-from agent.wiring import Wired, wire
+from agent.runtime import config
+from agent.runtime.wiring import Wired, wire
 
 
 def in_process(*, background: bool = False, **options: Any) -> Wired:

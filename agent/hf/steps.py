@@ -16,8 +16,8 @@ from typing import Callable
 
 import torch
 
-from agent.devices import synchronize
-from records import StepRecord
+from agent.decoding.devices import synchronize
+from specwatch_core.records import StepRecord
 
 
 class StepLog:

@@ -17,13 +17,13 @@ import torch
 import transformers
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from agent.decoding.versions import weights_version
 from agent.kit import layout, tokenizer
 from agent.kit.corpora import build_corpus, hash_seed
 from agent.kit.load import load_model, quiet_progress
 from agent.kit.shipped import manifest_for as shipped_manifest, read_model
 from agent.kit.specs import KitSpec, ModelShape, StageSpec, get_spec
 from agent.kit.train import TrainResult, WindowSampler, resolve_precision, train
-from agent.versions import weights_version
 
 
 class KitBuildError(RuntimeError):

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agent.decoding.versions import weights_version
 from agent.kit import layout, tokenizer
 from agent.kit.build import save_model
 from agent.kit.load import load_model
 from agent.kit.train import Progress, WindowSampler, train
-from agent.versions import weights_version
 
 
 def read_prompts(path: str | Path) -> list[str]:

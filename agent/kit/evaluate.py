@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from agent import cost_model
-from agent.decoder import SpeculativeDecoder
+from agent.decoding import cost_model
+from agent.decoding.decoder import SpeculativeDecoder
+from agent.decoding.versions import weights_version
 from agent.kit import tokenizer
-from agent.versions import weights_version
 
 MIN_BEST_ACCEPTANCE = 0.6
 MIN_DOMAIN_SPREAD = 0.15
@@ -146,7 +146,7 @@ def bits_per_byte(model, text: str, seq_len: int, max_windows: int = 16) -> floa
 @torch.inference_mode()
 def cost(target, draft, context: int = 256, calls: int = 100, warmup: int = 10) -> Cost:
     """Median milliseconds of one single-token forward with ``context`` cached tokens, per model (measured
-    in alternation by agent/cost_model.py, so that both see the same machine load)."""
+    in alternation by agent/decoding/cost_model.py, so that both see the same machine load)."""
     context = min(context, *(m.config.max_position_embeddings - 1 for m in (target, draft)))
     ids = [t % 256 + tokenizer.OFFSET for t in range(context)]
     step = cost_model.measure(target, draft, ids, 0, repeats=calls, warmup=warmup).cost

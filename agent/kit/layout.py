@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from common import settings
+from specwatch_core import settings
 
 STAGES = ("corpus", "target-v1", "draft", "target-v2")
 MODELS = ("target-v1", "draft", "target-v2")

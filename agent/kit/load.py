@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
-from agent.devices import resolve_device, resolve_dtype
+from agent.decoding.devices import resolve_device, resolve_dtype
 from agent.kit import layout, tokenizer
 
 

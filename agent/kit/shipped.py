@@ -23,8 +23,8 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 from agent.kit import layout
-from common.files import sha256_of
 from agent.kit.specs import KitSpec
+from specwatch_core.files import sha256_of
 
 WEIGHTS = Path(__file__).parent / "weights"
 TIED = "lm_head.weight"  # the kit's models tie it to the input embedding: stored once

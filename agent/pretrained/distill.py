@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agent.decoding.versions import weights_version
 from agent.kit.load import load_model
 from agent.kit.shipped import environment, write_model
 from agent.kit.train import Progress, WindowSampler, train
 from agent.pretrained import shipped
 from agent.pretrained.draft import DraftShape, new_draft, stream_array
 from agent.pretrained.prepare import Prepared
-from agent.versions import weights_version
 
 STREAMS = "teacher-train.json"
 

@@ -9,7 +9,7 @@ pretrained/<name>/draft/                  transformers checkpoint of the draft
 pretrained/<name>/data/                   teacher streams the draft is distilled on
 ```
 Versions are the first 12 hex digits of the sha256 of the GGUF file (the proxy reads the same hash off the
-file llama.cpp serves) and, for the transformers checkpoints, of their weights (agent/versions.py).
+file llama.cpp serves) and, for the transformers checkpoints, of their weights (agent/decoding/versions.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.kit.layout import read_json, write_json
-from common import settings
+from specwatch_core import settings
 
 MANIFEST = "manifest.json"
 

@@ -20,7 +20,7 @@ from typing import Callable
 
 from agent.pretrained import catalog, layout, shipped
 from agent.pretrained.source import ModelMissingError, install, locate
-from common.files import sha256_of
+from specwatch_core.files import sha256_of
 
 VERSION_DIGITS = 12
 

@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as Path
 
-from agent.auth import TokenGate
-from agent.prompt_sampler import NDJSON, OFF
+from agent.http.auth import TokenGate
+from agent.runtime.prompt_sampler import NDJSON, OFF
 from agent.proxy import domains
 from agent.proxy.asgi import error_body
 

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route as Path
 
-from agent.prompt_sampler import live_sample
+from agent.runtime.prompt_sampler import live_sample
 from agent.proxy import asgi, domains
 from agent.proxy.admin import admin_app
 from agent.proxy.config import ProxyConfig
@@ -43,7 +43,7 @@ from agent.proxy.prompts import prompt_text
 from agent.proxy.relay import HOP_BY_HOP, relay
 from agent.proxy.route import NoPool, Router
 from agent.proxy.timings import Served
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 
 log = logging.getLogger("specwatch.proxy")
 INSPECTED = frozenset(("/v1/completions", "/v1/chat/completions", "/completion", "/completions"))

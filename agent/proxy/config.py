@@ -7,7 +7,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from agent.config import SidecarConfig
+from agent.runtime.config import SidecarConfig
 from agent.proxy.domains import DomainRule
 from storage.counts import MAX_LOOKAHEAD
 

@@ -9,7 +9,7 @@ import socket
 from dataclasses import dataclass
 
 from agent.proxy.config import ProxyConfig
-from agent.serve import LOOPBACK
+from agent.http.serve import LOOPBACK
 
 log = logging.getLogger("specwatch.proxy")
 

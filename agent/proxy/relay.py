@@ -14,7 +14,7 @@ from agent.proxy import asgi, domains
 from agent.proxy.failover import describe
 from agent.proxy.pools import Pool
 from agent.proxy.timings import Served, SSETimings, aggregate, body_timings
-from records import RecordError
+from specwatch_core.records import RecordError
 
 log = logging.getLogger("specwatch.proxy")
 HOP_BY_HOP = frozenset((b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",

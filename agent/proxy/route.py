@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from agent.proxy.pools import Pool, Pools
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from policies.base import Decision
 
 log = logging.getLogger("specwatch.proxy")

@@ -1,9 +1,9 @@
-"""`specwatch proxy`: wire the in-process sidecar (agent/wiring.py, as `specwatch serve` does, but without
+"""`specwatch proxy`: wire the in-process sidecar (agent/runtime/wiring.py, as `specwatch serve` does, but without
 waiting for the database: the proxy serves from its first second and its records wait in memory, then in the
 dead-letter file, while the database is away) and the proxy app, bind its inference and admin listeners
 (agent/proxy/listeners.py), serve both under one uvicorn server until SIGTERM/SIGINT, then drain requests in
 flight for ``drain_seconds``, flush every record and persist alert state within ``shutdown_seconds``
-(agent/lifecycle.py)."""
+(agent/runtime/lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -13,21 +13,21 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from agent.closing import Closed
-from agent.http_timeouts import timed_httptools
-from agent.lifecycle import Shutdown, run_until_signal
+from agent.runtime.closing import Closed
+from agent.http.timeouts import timed_httptools
+from agent.runtime.lifecycle import Shutdown, run_until_signal
 from agent.proxy.app import Proxy, create_app
 from agent.proxy.config import MAX_LOOKAHEAD, ProxyConfig
 from agent.proxy.listeners import ListenError, Listeners, bind
 from agent.proxy.metrics import ProxyMetrics
 from agent.proxy.pools import Pools
 from agent.proxy.versions import FileVersions
-from agent.sidecar import Sidecar
-from agent.wiring import Wired, wire
-from common.redact import redact_url
+from agent.hub.sidecar import Sidecar
+from agent.runtime.wiring import Wired, wire
+from specwatch_core.redact import redact_url
 
 log = logging.getLogger("specwatch.proxy")
-# httptools (C parser; with a header timeout, agent/http_timeouts.py) and uvloop: uvicorn's defaults without
+# httptools (C parser; with a header timeout, agent/http/timeouts.py) and uvloop: uvicorn's defaults without
 # them are h11 and asyncio's loop, 0.15-0.25 ms more CPU and about 0.2 ms more latency per request
 # (bench/proxy_overhead.py). No Server and Date headers of uvicorn's own (a forwarded answer carries the
 # engine's: two Server headers otherwise), and no proxy-headers middleware (the proxy never reads the client's

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from records import RecordError, StepRecord
+from specwatch_core.records import RecordError, StepRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from common.files import sha256_of
+from specwatch_core.files import sha256_of
 
 HASH_LENGTH = 12
 # Where engines put the draft model's path and the draft length in /props (the names vary by build).

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from alerts.sinks.base import RejectedError, Sink
-from common.redact import redact, redact_url, remember_url
+from specwatch_core.redact import redact, redact_url, remember_url
 
 # The receiver is busy or timed out: the same request may well succeed later.
 _RETRY_4XX = {408, 425, 429}
@@ -16,7 +16,7 @@ _RETRY_4XX = {408, 425, 429}
 class HttpSink(Sink):
     """POSTs JSON to ``url``. Connection errors, timeouts and 5xx raise for a retry; other 4xx reject.
     The URL often carries a credential (userinfo, a token in the query or path): errors and repr show it
-    redacted (common/redact.py), and its secrets are registered so no log line shows them."""
+    redacted (specwatch_core/redact.py), and its secrets are registered so no log line shows them."""
 
     def __init__(self, url: str, *, timeout: float = 5.0, headers: dict[str, str] | None = None,
                  transport: httpx.BaseTransport | None = None):

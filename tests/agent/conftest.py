@@ -8,8 +8,8 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from agent.sidecar import Sidecar
-from alerts.metrics import Metrics
+from agent.hub.sidecar import Sidecar
+from alerts.metrics.export import Metrics
 from policies.registry import make
 from sidecar_fakes import T0, Clock, open_store
 

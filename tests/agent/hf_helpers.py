@@ -7,7 +7,7 @@ import itertools
 
 from transformers.generation.streamers import BaseStreamer
 
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from policies.base import Decision
 from policies.registry import make
 

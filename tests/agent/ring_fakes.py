@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import random
 
-from records import StepRecord
 from policies.base import Decision, StopState
+from specwatch_core.records import StepRecord
 from sidecar_fakes import T0, step
 from storage import StatsQuery
 

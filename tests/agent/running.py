@@ -1,4 +1,4 @@
-"""A sidecar built by agent.serve (the same app and uvicorn settings as `specwatch serve`) running on a
+"""A sidecar built by agent.http.serve (the same app and uvicorn settings as `specwatch serve`) running on a
 loopback port in this process, for tests that need a real server and a handle on its internals."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import time
 import httpx
 import uvicorn
 
-from agent.config import SidecarConfig
-from agent.serve import Runtime, build, uvicorn_config
+from agent.http.serve import Runtime, build, uvicorn_config
+from agent.runtime.config import SidecarConfig
 from served import free_port
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from agent.cli import main; main()"]

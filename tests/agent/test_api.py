@@ -7,8 +7,8 @@ import math
 import pytest
 from fastapi.testclient import TestClient
 
-from agent.api import create_app
-from agent.sidecar import Sidecar
+from agent.http.api import create_app
+from agent.hub.sidecar import Sidecar
 from policies.registry import make
 from sidecar_fakes import T0, Clock, open_store, step
 from storage import StatsQuery

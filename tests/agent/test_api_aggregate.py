@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from agent.api import create_app
+from agent.http.api import create_app
 from test_api import client, stored_steps  # noqa: F401 (client is a fixture; sidecar comes from conftest.py)
 from sidecar_fakes import T0
 

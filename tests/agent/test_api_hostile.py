@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from agent.api import create_app
-from agent.config import ConfigError, SidecarConfig
+from agent.http.api import create_app
+from agent.runtime.config import ConfigError, SidecarConfig
 from api_helpers import stored_steps
 from sidecar_fakes import T0, step
 

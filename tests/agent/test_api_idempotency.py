@@ -9,8 +9,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from agent.api import create_app
-from agent.idempotency import IdempotencyCache, KeyReused
+from agent.http.api import create_app
+from agent.http.idempotency import IdempotencyCache, KeyReused
 from api_helpers import stored_steps
 from sidecar_fakes import T0, step
 
@@ -194,8 +194,8 @@ class LosesFirstAnswer(httpx.BaseTransport):
 
 
 def test_the_bundled_client_retries_with_the_same_key_and_the_batch_is_stored_once(sidecar):
-    from agent.scrape import SidecarSink
-    from records import StepRecord
+    from agent.scrape.scraper import SidecarSink
+    from specwatch_core.records import StepRecord
 
     app_client = TestClient(create_app(sidecar))
     lossy = LosesFirstAnswer(app_client._transport)

@@ -14,9 +14,9 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
-from agent.api import create_app
-from agent.ingest import Ingest
-from agent.limits import Limits
+from agent.http.api import create_app
+from agent.http.limits import Limits
+from agent.hub.ingest import Ingest
 from served import free_port
 from api_helpers import stored_steps
 from sidecar_fakes import T0, step

@@ -134,7 +134,7 @@ def test_an_unreachable_engine_fails_once_mode(tmp_path):
 def test_loop_retries_an_unreachable_engine_then_stops_on_request():
     import httpx
 
-    from agent.scrape import Scraper, run
+    from agent.scrape.scraper import Scraper, run
 
     stop, calls, written = threading.Event(), [], []
 

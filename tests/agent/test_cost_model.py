@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent import cost_model
-from agent.cost_model import predicted_rate
+from agent.decoding import cost_model
+from agent.decoding.cost_model import predicted_rate
 from policies.goodput import StepCost, leviathan_tokens
 from tests.tiny_models import llama, perturbed
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from agent.decoder import SpeculativeDecoder, StepContext
+from agent.decoding.decoder import SpeculativeDecoder, StepContext
 from tiny_models import gpt2, llama, perturbed
 
 PROMPTS = [[1, 2, 3], [5], [7, 7, 7, 7, 9, 11, 2], list(range(1, 20))]

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from agent import sampling
-from agent.decoder import SpeculativeDecoder
-from agent.versions import weights_version
+from agent.decoding import sampling
+from agent.decoding.decoder import SpeculativeDecoder
+from agent.decoding.versions import weights_version
 from tiny_models import gpt2, llama, perturbed
 
 PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]

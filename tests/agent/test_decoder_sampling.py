@@ -13,8 +13,8 @@ import pytest
 import torch
 from scipy import stats
 
-from agent import sampling
-from agent.decoder import SpeculativeDecoder
+from agent.decoding import sampling
+from agent.decoding.decoder import SpeculativeDecoder
 from tiny_models import llama
 
 VOCAB, PROMPT, SAMPLES, ALPHA = 6, [1, 2], 3000, 0.001

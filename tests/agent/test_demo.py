@@ -17,7 +17,7 @@ from agent.cli.demo import demo as demo_command
 from agent.demo.plan import DemoPlan
 from agent.demo.run import Demo
 from agent.demo.view import live, summary_rows
-from agent.prompt_sampler import PromptSampler, SamplerConfig
+from agent.runtime.prompt_sampler import PromptSampler, SamplerConfig
 from storage import StatsQuery, Store
 
 app = typer.Typer()

@@ -15,12 +15,12 @@ import json
 import math
 from pathlib import Path
 
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from alerts.watch import DriftWatch
 from policies.registry import make
 from policies.switch import Switch, SwitchConfig
 from policies.switched import Switched
-from records import StepRecord
+from specwatch_core.records import StepRecord
 from sidecar_fakes import Clock
 from storage import Store
 

@@ -1,4 +1,4 @@
-"""Engine page readers (agent/engine_pages) on each engine's own exposition: vLLM, SGLang and TensorRT-LLM
+"""Engine page readers (agent/scrape/pages) on each engine's own exposition: vLLM, SGLang and TensorRT-LLM
 pages rendered by prometheus-client from the engines' metric definitions (fixtures/engines/generate.py),
 llama.cpp pages captured from a real llama-server."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.engine_pages import PageError, detect, read_page
-from agent.engine_pages.page import Page
-from agent.engine_pages.sglang import draft_lengths
+from agent.scrape.pages import PageError, detect, read_page
+from agent.scrape.pages.page import Page
+from agent.scrape.pages.sglang import draft_lengths
 
 PAGES = Path(__file__).parent / "fixtures" / "engines"
 VLLM_PAGE = Path(__file__).parent / "data" / "vllm_metrics_1.txt"

@@ -8,10 +8,10 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from agent import generator
-from agent.api import create_app
-from agent.config import SidecarConfig
-from agent.sidecar import Sidecar
+from agent.http.api import create_app
+from agent.hub.sidecar import Sidecar
+from agent.runtime import generator
+from agent.runtime.config import SidecarConfig
 from policies.registry import make
 from sidecar_fakes import open_store
 from storage import StatsQuery
@@ -85,7 +85,7 @@ def test_generated_prompts_are_sampled_for_the_guard(tmp_path, models):
     # sample_prompts keeps POST /v1/generate's prompts; GET /v1/sample gives them as the JSON lines
     # `specwatch guard --prompts` reads, behind the token; without sampling it says how to turn it on.
     from agent.guard.sample import load_sample
-    from agent.prompt_sampler import PromptSampler, SamplerConfig
+    from agent.runtime.prompt_sampler import PromptSampler, SamplerConfig
 
     store = open_store(tmp_path, time.time)
     sidecar = Sidecar(store, make("fixed:2", kmax=4, seed=0))

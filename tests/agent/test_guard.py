@@ -13,14 +13,14 @@ import torch
 from typer.testing import CliRunner
 
 from agent.cli import _register, app
-from agent.decoder import SpeculativeDecoder
+from agent.decoding.decoder import SpeculativeDecoder
+from agent.decoding.sampling import SamplingParams
 from agent.guard import estimate as est
 from agent.guard.history import current_history
 from agent.guard.sample import SampleError, load_sample
 from agent.kit import tokenizer
 from agent.kit.build import build_kit
 from agent.kit.load import load_kit
-from agent.sampling import SamplingParams
 from history import step
 from storage import Store
 
@@ -172,7 +172,7 @@ def test_sample_file_shapes_and_errors(tmp_path):
 
 
 def test_without_history_the_step_cost_is_measured_per_k(kit, tmp_path):
-    """No history of this draft: the cost comes from agent/cost_model.py (a verify pass per K, not one target
+    """No history of this draft: the cost comes from agent/decoding/cost_model.py (a verify pass per K, not one target
     step for every K), and the verdicts still hold."""
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     Store.open(empty).close()

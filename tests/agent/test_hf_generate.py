@@ -11,7 +11,7 @@ import torch
 from hf_helpers import Emitted, Forwards, Scripted, assert_capped, assert_streamed
 
 from agent.hf import Steering, in_process, specwatch_generate
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from policies.registry import make
 from storage import StatsQuery, Store
 

@@ -15,9 +15,9 @@ from test_hf_generate import TOKENS, greedy, prompts
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from agent.hf import LOOKUP_VERSION, Steering, in_process, specwatch_generate
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from policies.registry import make
-from records import drafted_of
+from specwatch_core.records import drafted_of
 from storage import StatsQuery, Store
 
 SCRIPT = [3, 0, 5, 1, 0, 0, 2, 8, 4]

@@ -15,9 +15,9 @@ import torch
 from hf_helpers import Scripted
 from test_decoder_sampling import ALPHA, CASES, PROMPT, SAMPLES, chi_square_p, exact_joint, models  # noqa: F401
 
-from agent import sampling
+from agent.decoding import sampling
 from agent.hf import SpecwatchCandidateGenerator, SpecwatchLookupGenerator, Steering
-from records import drafted_of
+from specwatch_core.records import drafted_of
 from storage import Store
 
 # The decoder tests' lookahead schedules as scripts of the sidecar's decisions (K = 0 steps added).

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from agent.ingest import Ingest
-from records import RecordError
-from agent.sidecar import Sidecar
+from agent.hub.ingest import Ingest
+from agent.hub.sidecar import Sidecar
 from policies.base import Decision, Outcome, Policy
 from policies.registry import make
+from specwatch_core.records import RecordError
 from sidecar_fakes import T0, Clock, FakeMetrics, FakeWatch, open_store, step
 from storage import StatsQuery
 

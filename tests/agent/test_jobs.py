@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from agent.jobs import Intervals, Jobs
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
+from agent.runtime.jobs import Intervals, Jobs
 from policies.base import Decision, Policy
 from policies.registry import make
 from sidecar_fakes import FakeAlerts, open_store, step

@@ -1,4 +1,4 @@
-"""The served process gives a burst's memory back: it allocates with the system allocator (agent/memory.py)
+"""The served process gives a burst's memory back: it allocates with the system allocator (agent/hub/memory.py)
 and trims free pages after domains go. The 100k-domain figure itself is bench/faults.py's row f."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import memory
+from agent.hub import memory
 from tests.agent.served import Served
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def test_serve_restarts_itself_with_the_system_allocator_unless_the_operator_cho
 
 TRIMMED = """
 import sys
-from agent import memory
+from agent.hub import memory
 def rss():
     return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmRSS')) // 1024
 keep = []

@@ -1,7 +1,7 @@
 from history import T0, day_of_history
 from storage import Store
 
-from agent.plot import render
+from agent.cli.plot import render
 
 
 def test_plot_of_a_day_with_an_off_period_an_alert_and_a_version_change(tmp_path):

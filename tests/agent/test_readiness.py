@@ -8,7 +8,7 @@ import threading
 from contextlib import contextmanager
 from types import SimpleNamespace
 
-from agent.readiness import Readiness
+from agent.http.readiness import Readiness
 
 
 class HangingDb:

@@ -10,10 +10,10 @@ import random
 import pytest
 from typer.testing import CliRunner
 
-from agent import engine_flags
+from agent.advice import engine_flags
 from agent.cli import _register, app
-from agent.recommend import (Arm, DomainAdvice, RecommendConfig, choose, pod_choice, ratio_stderr,
-                             recommend)
+from agent.advice.recommend import (Arm, DomainAdvice, RecommendConfig, choose, pod_choice, ratio_stderr,
+                                    recommend)
 from history import T0, aggregate
 from storage import Store
 
@@ -178,7 +178,7 @@ def test_config_is_validated(change, message):
 
 def test_llamacpp_flags_for_ngram_self_speculation():
     """K for an n-gram pool is the cap on a step's draft, with no draft model loaded."""
-    from agent.engine_flags import flags
+    from agent.advice.engine_flags import flags
 
     assert flags("llamacpp", 24, "ngram-mod") == ("--spec-type ngram-mod --spec-ngram-mod-n-max 24 "
                                                    "--spec-ngram-mod-n-min 18")

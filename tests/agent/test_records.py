@@ -1,6 +1,6 @@
 import pytest
 
-from records import RecordError, StepRecord, validate_batch
+from specwatch_core.records import RecordError, StepRecord, validate_batch
 
 GOOD = dict(domain="code", lookahead=3, accepted=1, emitted=2, draft_seconds=0.01,
             verify_seconds=0.02, target_version="t1", draft_version="d1",
@@ -88,7 +88,7 @@ def test_the_fast_path_accepts_only_what_the_field_checks_accept():
     # miss: NaN past the first entry, bools and floats in the mask, ints too large for a float, str
     # subclasses), the fast path must never pass a record the field checks reject, and must pass the valid
     # ones (else it is no fast path).
-    from records.records import _plainly_valid
+    from specwatch_core.records import _plainly_valid
 
     class Text(str):
         pass

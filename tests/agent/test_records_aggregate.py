@@ -2,7 +2,7 @@
 
 import pytest
 
-from records import RecordError, StepRecord, drafted_of, is_aggregate, step_seconds
+from specwatch_core.records import RecordError, StepRecord, drafted_of, is_aggregate, step_seconds
 
 from test_records import GOOD
 

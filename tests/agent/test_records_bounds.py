@@ -2,9 +2,9 @@
 
 import pytest
 
-from agent.config import SidecarConfig
-from records import RecordError
-from agent.serve import build
+from agent.http.serve import build
+from agent.runtime.config import SidecarConfig
+from specwatch_core.records import RecordError
 from history import step
 
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from common import redact
+from specwatch_core import redact
 
 
 @pytest.mark.parametrize("text, shown", [

@@ -10,15 +10,15 @@ import uuid
 
 import pytest
 
-from agent import ring_layout as rl
-from records import RecordError, StepRecord
-from agent.ring_client import RingClient
-from agent.ring_reader import RingReader
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
+from agent.ring import layout as rl
+from agent.ring.client import RingClient
+from agent.ring.reader import RingReader
 from policies.base import Decision
 from policies.confidence import ConfidenceStop
 from policies.fixed import Fixed
 from policies.registry import make
+from specwatch_core.records import RecordError, StepRecord
 from ring_fakes import Taker, record_steered, rich_step, stored_and_sent
 from sidecar_fakes import T0, Clock, open_store, step
 from storage import StatsQuery
@@ -274,7 +274,7 @@ def test_stop_takes_every_record_written_before_it(client, name):
 def test_ring_counts_are_exported_for_prometheus(client, name):
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from agent.ring_reader import RingCollector
+    from agent.ring.reader import RingCollector
 
     registry = CollectorRegistry()
     reader = RingReader(Taker(), name)

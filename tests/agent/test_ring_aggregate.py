@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from records import RecordError, StepRecord
-from agent.ring_reader import RingReader
+from agent.ring.reader import RingReader
+from specwatch_core.records import RecordError, StepRecord
 from history import aggregate
 from ring_fakes import Taker
 from sidecar_fakes import T0, step

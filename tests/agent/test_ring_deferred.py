@@ -10,12 +10,12 @@ import uuid
 
 import pytest
 
-from agent import ring_layout as rl
-from records import StepRecord
-from agent.ring_deferred import DeferredRingClient
-from agent.ring_reader import RingReader
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
+from agent.ring import layout as rl
+from agent.ring.deferred import DeferredRingClient
+from agent.ring.reader import RingReader
 from policies.registry import make
+from specwatch_core.records import StepRecord
 from ring_fakes import Taker, record_steered, rich_step, stored_and_sent
 from sidecar_fakes import T0, Clock, open_store, step
 
@@ -54,7 +54,7 @@ def test_refusals_are_counted_and_logged_naming_the_field_and_the_rest_goes_on(n
     bad_k = StepRecord(**{**good[0].to_dict(), "lookahead": 9, "accepted": 0, "expected_acceptance": None})
     bad_type = StepRecord(**{**good[0].to_dict(), "draft_seconds": "0.1"})
     taker = Taker()
-    with caplog.at_level(logging.WARNING, logger="agent.ring_deferred"), \
+    with caplog.at_level(logging.WARNING, logger="agent.ring.deferred"), \
             DeferredRingClient(name, layout=SMALL) as client:
         reader = RingReader(taker, name, poll=0.001).start()
         for s in (good[0], bad_k, good[1], bad_type, {"domain": "code"}, good[2]):
@@ -130,7 +130,7 @@ def test_bad_settings_are_refused_naming_them(name, kwargs, field):
 
 
 def test_drain_waits_for_a_step_the_packer_is_still_writing(name, monkeypatch):
-    from agent.ring_client import RingClient
+    from agent.ring.client import RingClient
 
     write = RingClient.record
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from agent.sampling import SamplingParams, overlap, probabilities, residual
+from agent.decoding.sampling import SamplingParams, overlap, probabilities, residual
 
 LOGITS = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64))
 

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.scrape import Scraper, StoreSink, accepted_lengths, lookahead_groups, synthesize
-from agent.vllm_page import PageError, SpecCounters, parse_page
+from agent.scrape.pages import vllm
+from agent.scrape.pages.counts import PageError, SpecCounters
+from agent.scrape.pages.page import Page
+from agent.scrape.scraper import Scraper, StoreSink, accepted_lengths, lookahead_groups, synthesize
 from storage import StatsQuery, Store
 
 DATA = Path(__file__).with_name("data")
@@ -19,6 +21,11 @@ T0 = 1_718_001_000.0
 
 def page(n: int) -> str:
     return (DATA / f"vllm_metrics_{n}.txt").read_text()
+
+
+def parse_page(text: str) -> dict[tuple[str, str], SpecCounters]:
+    """Each vLLM engine's counters on a page, keyed (model_name, engine); PageError when they are missing."""
+    return {(s.label("model_name") or "", s.label("engine") or ""): s.counters for s in vllm.read(Page.parse(text))}
 
 
 def vllm_delta(drafts: list[tuple[int, int]], k: int) -> SpecCounters:

@@ -10,10 +10,10 @@ from unittest import mock
 import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from agent.engine_pages import read_page
-from agent.scrape import Scraper, StoreSink
+from agent.scrape.pages import read_page
+from agent.scrape.scraper import Scraper, StoreSink
 from alerts.watch import DriftWatch
-from records import is_aggregate
+from specwatch_core.records import is_aggregate
 from storage import StatsQuery, Store
 
 PAGES = Path(__file__).parent / "fixtures" / "engines"
@@ -99,7 +99,7 @@ def test_a_page_with_several_models_records_one_domain_and_pod_per_model():
 
 
 def test_a_domain_template_naming_a_missing_label_is_a_clear_error():
-    from agent.engine_pages import PageError
+    from agent.scrape.pages import PageError
 
     with pytest.raises(PageError, match=r"--domain uses \{tp_rank\}"):
         scrape(text("trtllm_1"), text("trtllm_2"), domain="{tp_rank}")
@@ -195,8 +195,8 @@ def test_a_new_target_model_on_the_page_fires_stale_draft_in_scrape_mode():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_an_interval_past_max_steps_becomes_several_valid_aggregates(seed):
-    from agent.engine_pages.counts import SpecCounters
-    from agent.scrape_records import aggregate, split_counts
+    from agent.scrape.pages.counts import SpecCounters
+    from agent.scrape.records import aggregate, split_counts
 
     rng = random.Random(seed)
     steps = rng.choice((1, 7, 10, 11, 10_000_000, 25_000_001, rng.randint(1, 10**9)))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent import config as cfg
-from agent.config import ConfigError, SidecarConfig
+from agent.runtime import config as cfg
+from agent.runtime.config import ConfigError, SidecarConfig
 
 
 def test_timeouts_and_limits_come_from_the_environment(monkeypatch):

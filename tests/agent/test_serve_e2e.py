@@ -194,9 +194,9 @@ def test_generate_through_the_served_decoder_is_ready_only_with_its_models(tmp_p
 
 @pytest.mark.parametrize("deferred", [False, True], ids=["RingClient", "DeferredRingClient"])
 def test_steps_over_the_step_ring_are_all_stored_even_when_sigterm_comes_at_once(tmp_path, deferred):
-    from agent.ring_client import RingClient
-    from agent.ring_deferred import DeferredRingClient
-    from records import StepRecord
+    from agent.ring.client import RingClient
+    from agent.ring.deferred import DeferredRingClient
+    from specwatch_core.records import StepRecord
 
     name = f"specwatch-e2e-{tmp_path.name[-20:]}"
     records = random_records(3000, seed=4)

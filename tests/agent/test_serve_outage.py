@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-from agent.config import SidecarConfig
+from agent.runtime.config import SidecarConfig
 from blackhole import BlackHoleProxy
 from running import Running
 from storage import StatsQuery, Store

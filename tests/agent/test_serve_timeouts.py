@@ -1,4 +1,4 @@
-"""Slow clients against the server `specwatch serve` runs (agent/serve.py uvicorn_config): a request that
+"""Slow clients against the server `specwatch serve` runs (agent/http/serve.py uvicorn_config): a request that
 trickles in (slowloris) or a connection that stays idle is closed, raw sockets on a loopback port."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agent.config import SidecarConfig
+from agent.runtime.config import SidecarConfig
 from running import Running
 
 READ_TIMEOUT = 1.0

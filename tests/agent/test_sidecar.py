@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from records import RecordError
-from agent.sidecar import OTHER, Sidecar
+from agent.hub.sidecar import OTHER, Sidecar
 from policies.base import Decision, Outcome, Policy
 from policies.registry import make
+from specwatch_core.records import RecordError
 from sidecar_fakes import T0, Clock, FakeAlerts, FakeMetrics, FakeWatch, losing_steps, open_store, step
 from storage import StatsQuery
 from storage import events

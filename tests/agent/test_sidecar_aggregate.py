@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from records import StepRecord
-from agent.sidecar import Sidecar
-from policies.registry import make
+from agent.hub.sidecar import Sidecar
 from alerts.watch import DriftWatch
+from policies.registry import make
+from specwatch_core.records import StepRecord
 from sidecar_fakes import T0, Clock, FakeAlerts, open_store
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "policies"))
 from synthetic_world import World  # noqa: E402 (tests/policies' world)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ConfigError, SidecarConfig, load
+from agent.runtime.config import ConfigError, SidecarConfig, load
 
 
 @pytest.fixture(autouse=True)

@@ -11,9 +11,9 @@ import tracemalloc
 
 import pytest
 
-from agent.domains import DomainSlots
-from agent.sidecar import OTHER, Sidecar
-from alerts.metrics import Metrics
+from agent.hub.domains import DomainSlots
+from agent.hub.sidecar import OTHER, Sidecar
+from alerts.metrics.export import Metrics
 from alerts.watch import DriftWatch
 from policies.registry import make
 from sidecar_fakes import T0, Clock, step
@@ -151,7 +151,7 @@ def sidecar_bytes() -> int:
     """Bytes traced in the sidecar's own structures (not storage's windows: that package bounds them)."""
     gc.collect()
     snap = tracemalloc.take_snapshot().filter_traces([
-        tracemalloc.Filter(True, "*/agent/sidecar.py"), tracemalloc.Filter(True, "*/agent/domains.py"),
+        tracemalloc.Filter(True, "*/agent/hub/sidecar.py"), tracemalloc.Filter(True, "*/agent/hub/domains.py"),
         tracemalloc.Filter(True, "*/policies/*"), tracemalloc.Filter(True, "*/alerts/*")])
     return sum(s.size for s in snap.statistics("filename"))
 
@@ -160,7 +160,7 @@ def in_memory_only(store, monkeypatch) -> None:
     """Storage is not under test here: records and warm-start queries skip the database."""
     monkeypatch.setattr(store, "record", lambda s: None)
     monkeypatch.setattr(store, "write_records", lambda steps: None)
-    monkeypatch.setattr("agent.sidecar.returning_history", lambda *args, **kwargs: {})
+    monkeypatch.setattr("agent.hub.sidecar.returning_history", lambda *args, **kwargs: {})
 
 
 def measured(sidecar: Sidecar, clock: Clock, first: int, then: int) -> tuple[int, int]:

@@ -6,9 +6,9 @@ import math
 
 from prometheus_client import generate_latest
 
-from agent.sidecar import Sidecar
+from agent.hub.sidecar import Sidecar
 from alerts.manager import AlertManager
-from alerts.metrics import Metrics
+from alerts.metrics.export import Metrics
 from policies.registry import make
 from sidecar_fakes import T0, Clock, losing_steps, open_store, step
 
@@ -91,7 +91,7 @@ def test_speculation_back_on_resolves_the_disabled_alert(tmp_path):
 def drifting(seed: int, p: float, n: int, target: str) -> list:
     import random
 
-    from records import StepRecord
+    from specwatch_core.records import StepRecord
 
     rng = random.Random(seed)
     out = []

@@ -1,6 +1,6 @@
 import pytest
 
-from agent.times import iso, parse_time, span
+from agent.runtime.times import iso, parse_time, span
 
 NOW = 1_700_000_000.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.warm import arm_history, switch_states
+from agent.hub.warm import arm_history, switch_states
 from history import T0, aggregate, step
 from policies.switch import Switch
 from storage import Store, StoreConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.warm import arm_history, stored_history
+from agent.hub.warm import arm_history, stored_history
 from history import T0, step
 from storage import Store, StoreConfig
 

@@ -1,4 +1,4 @@
-"""One wiring function (agent/wiring.py) for serve, proxy and the in-process runtime: the configured
+"""One wiring function (agent/runtime/wiring.py) for serve, proxy and the in-process runtime: the configured
 database timeouts reach the store, secrets are made unloggable, the store's and the flush job's counts are on
 /metrics; without waiting for the database the sidecar starts and records at once; a close within a deadline
 that the database does not answer hands every unwritten row to the dead-letter file, and says so."""
@@ -11,10 +11,10 @@ import time
 
 from prometheus_client import generate_latest
 
-from agent.config import SidecarConfig
 from agent.hf.runtime import in_process
-from agent.wiring import wire
-from common import redact
+from agent.runtime.config import SidecarConfig
+from agent.runtime.wiring import wire
+from specwatch_core import redact
 from history import step
 from storage import StatsQuery, Store
 

@@ -7,7 +7,7 @@ import pytest
 
 from alerts.detectors.sprt import NO_DROP
 from alerts.watch import DriftWatch, Finding, WatchConfig
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 REQUIRED = ("summary", "description", "acceptance_before", "acceptance_after", "old_target_version",
             "new_target_version", "draft_version", "speedup_lost", "action")

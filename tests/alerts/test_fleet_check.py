@@ -12,11 +12,11 @@ import pytest
 import sqlalchemy as sa
 
 import fleet_traces as ft
-from agent.fleet import check_fleet
+from agent.runtime.fleet import check_fleet
 from alerts.config import AlertConfig
 from alerts.fleet import FleetCheck
 from alerts.manager import AlertManager
-from records import StepRecord
+from specwatch_core.records import StepRecord
 from storage import Store, StoreConfig
 
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from alerts.metrics import OTHER, Metrics
+from alerts.metrics.export import OTHER, Metrics
 from alerts.watch import DriftWatch
-from records import StepRecord
+from specwatch_core.records import StepRecord
 
 
 def step(domain: str, k: int = 4, a: int = 2) -> StepRecord:

@@ -1,4 +1,4 @@
-"""alerts/metrics.py with aggregate records: counters count their sums, nothing per position, no latency."""
+"""alerts/metrics/export.py with aggregate records: counters count their sums, nothing per position, no latency."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from records import drafted_of, is_aggregate
-from alerts.metrics import Metrics
+from alerts.metrics.export import Metrics
+from specwatch_core.records import drafted_of, is_aggregate
 from history import aggregate
 from test_metrics_export import random_steps, samples, step, value
 

@@ -1,4 +1,4 @@
-"""alerts/metrics.py: exported values equal sums computed independently from the records."""
+"""alerts/metrics/export.py: exported values equal sums computed independently from the records."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from alerts.metric_counts import LatencyCounts, MetricsConfig, position_totals
-from alerts.metrics import Metrics
-from records import StepRecord
+from alerts.metrics.counts import LatencyCounts, MetricsConfig, position_totals
+from alerts.metrics.export import Metrics
+from specwatch_core.records import StepRecord
 
 
 def step(domain="code", k=4, a=2, draft=0.004, verify=0.03) -> StepRecord:

@@ -12,10 +12,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.ring_reader import RingCollector, RingReader
-from agent.store_metrics import FlushCollector, StoreCollector
-from alerts.metrics import Metrics
-from records import StepRecord
+from agent.ring.reader import RingCollector, RingReader
+from alerts.metrics.export import Metrics
+from alerts.metrics.store import FlushCollector, StoreCollector
+from specwatch_core.records import StepRecord
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
@@ -78,7 +78,7 @@ def populated_metrics(records: list[StepRecord] | None = None) -> Metrics:
     metrics.set_drift("prose", "adwin", 0.0)
     metrics.set_alerts_firing({"AcceptanceDrift": 1, "BelowBreakEven": 0})
     metrics.registry.register(RingCollector(RingReader(None, "specwatch-never-created")))  # serve --ring's
-    # The store's and the flush job's counts, as agent/wiring.py registers them beside the Metrics.
+    # The store's and the flush job's counts, as agent/runtime/wiring.py registers them beside the Metrics.
     metrics.registry.register(StoreCollector(SimpleNamespace(dead_lettered=0, flush_failures=2, unwritten=5,
                                                              late_records=0, spilled=0, lost=0)))
     metrics.registry.register(FlushCollector(SimpleNamespace(flush_timeouts=1, flush_running_seconds=0.0)))

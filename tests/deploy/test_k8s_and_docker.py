@@ -14,10 +14,10 @@ import typer
 import yaml
 
 from agent.cli.scrape import scrape
-from agent.config import FIELDS
+from agent.runtime.config import FIELDS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-# Variables common/settings.py reads outside agent.config's SidecarConfig fields.
+# Variables specwatch_core/settings.py reads outside agent.runtime.config's SidecarConfig fields.
 SETTINGS_VARS = {"SPECWATCH_HOME", "SPECWATCH_DB", "SPECWATCH_DEVICE", "SPECWATCH_POD", "SPECWATCH_CONFIG"}
 KNOWN_VARS = SETTINGS_VARS | {f"SPECWATCH_{name.upper()}" for name in FIELDS}
 

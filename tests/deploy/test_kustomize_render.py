@@ -199,8 +199,8 @@ def test_the_probe_paths_are_the_sidecars_real_endpoints(tmp_path):
     # The app `specwatch serve` runs, asked on the probes' paths (and the PodMonitor's) without a token.
     from fastapi.testclient import TestClient
 
-    from agent.config import SidecarConfig
-    from agent.serve import build
+    from agent.http.serve import build
+    from agent.runtime.config import SidecarConfig
 
     deployment = next(d for d in yaml.safe_load_all((BASE / "deployment.yaml").read_text()) if d["kind"] == "Deployment")
     [c] = [c for c in deployment["spec"]["template"]["spec"]["initContainers"] if c["name"] == "specwatch"]

@@ -102,8 +102,8 @@ def test_promtool_check_metrics_on_the_live_endpoint(tmp_path):
     # then GET /metrics exactly as Prometheus scrapes it.
     from fastapi.testclient import TestClient
 
-    from agent.config import SidecarConfig
-    from agent.serve import build
+    from agent.http.serve import build
+    from agent.runtime.config import SidecarConfig
     from promql_names import realistic_records
 
     runtime = build(SidecarConfig(db=f"sqlite:///{tmp_path / 'h.db'}", pod="test-pod"))

@@ -116,7 +116,7 @@ def test_the_argument_check_has_power(bad):
 
 
 def test_the_grace_period_covers_the_drain_and_the_final_flush_and_the_engines_outlive_the_drain():
-    from agent.lifecycle import Shutdown
+    from agent.runtime.lifecycle import Shutdown
 
     spec = one("Deployment")["spec"]["template"]["spec"]
     given = options()

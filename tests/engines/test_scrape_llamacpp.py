@@ -8,10 +8,10 @@ import pytest
 from llama_helpers import server_complete
 
 from agent.engines.llamacpp import LlamaServer, LlamaServerConfig, LlamaServerError, find_binary, free_port
-from agent.engine_pages import identity
 from agent.kit import layout, tokenizer
-from agent.scrape import Scraper, StoreSink
-from agent.scrape_io import fetch, fetch_model
+from agent.scrape.io import fetch, fetch_model
+from agent.scrape.pages import identity
+from agent.scrape.scraper import Scraper, StoreSink
 from storage import StatsQuery, Store
 
 try:

@@ -2,10 +2,10 @@ import dataclasses
 
 import pytest
 
+from agent.decoding.versions import weights_version
 from agent.kit import layout
 from agent.kit.build import BuildProgress, KitBuildError, build_kit
 from agent.kit.load import KitNotBuiltError, load_kit
-from agent.versions import weights_version
 from kit_micro import MICRO
 
 

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
+from agent.decoding.versions import weights_version
 from agent.kit import layout
 from agent.kit.distill import distill, read_prompts
 from agent.kit.load import load_model
-from agent.versions import weights_version
 
 
 def test_read_prompts_formats(tmp_path):

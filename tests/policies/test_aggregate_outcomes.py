@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from records import StepRecord
 from policies import registry
 from policies.base import Outcome
 from policies.goodput import implied_lengths, leviathan_tokens
 from policies.heuristic import Heuristic
+from specwatch_core.records import StepRecord
 from synthetic_world import World
 from test_policy_contract import ALL
 

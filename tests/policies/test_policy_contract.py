@@ -58,7 +58,7 @@ def test_unknown_names_are_rejected_with_the_choices():
 
 @pytest.fixture(scope="module")
 def decoder_and_reference():
-    from agent.decoder import SpeculativeDecoder
+    from agent.decoding.decoder import SpeculativeDecoder
     from tiny_models import llama, perturbed
 
     target = llama(seed=0)
@@ -69,7 +69,7 @@ def decoder_and_reference():
 
 @pytest.mark.parametrize("name", ALL)
 def test_driving_the_real_decoder_keeps_greedy_output_exact(name, decoder_and_reference):
-    from agent import steer
+    from agent.decoding import steer
 
     decoder, prompt, reference = decoder_and_reference
     policy = registry.make(name, kmax=5, seed=3)

@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agent.pretrained import catalog, source
 from agent.pretrained.prepare import Prepared, prepare
-from common.files import sha256_of
+from specwatch_core.files import sha256_of
 
 
 @pytest.fixture(scope="module")

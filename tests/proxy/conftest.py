@@ -6,9 +6,9 @@ import contextlib
 
 import pytest
 
-from agent.config import SidecarConfig
 from agent.proxy.config import ProxyConfig, Upstream
 from agent.proxy.run import build, server_options
+from agent.runtime.config import SidecarConfig
 from tests.proxy.fake_engine import FakeEngine
 from tests.proxy.servers import Running
 

@@ -9,9 +9,9 @@ import socket
 import httpx
 import pytest
 
-from agent.config import SidecarConfig
 from agent.proxy.config import ProxyConfig, Upstream
 from agent.proxy.listeners import ListenError, bind
+from agent.runtime.config import SidecarConfig
 from tests.proxy.fake_engine import FakeEngine
 from tests.proxy.servers import free_port
 

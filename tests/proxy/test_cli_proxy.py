@@ -14,7 +14,7 @@ import httpx
 from typer.testing import CliRunner
 
 from agent.cli import _register, app
-from records import StepRecord
+from specwatch_core.records import StepRecord
 from storage import Store
 from storage.query import StatsQuery
 from tests.proxy.fake_engine import FakeEngine

@@ -13,11 +13,11 @@ import time
 import httpx
 import pytest
 
-from agent.config import SidecarConfig
 from agent.engines.llamacpp import LlamaServer, LlamaServerConfig, LlamaServerError, find_binary
 from agent.kit import layout
 from agent.proxy.config import ProxyConfig, Upstream
 from agent.proxy.run import build, server_options
+from agent.runtime.config import SidecarConfig
 from policies.switch import SwitchConfig
 from storage.query import StatsQuery
 from tests.engines.conftest import kit_home, tiny_gguf  # noqa: F401 (session fixtures: the tiny kit as GGUF)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agent.proxy.timings import Served, SSETimings, aggregate, body_timings
-from records import RecordError
+from specwatch_core.records import RecordError
 
 SERVED = Served("code", "k4", 4, "t@1", "d@2", "r", "pod")
 

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-import records.records as records_module
-from records import StepRecord, drafted_of, verify_seconds_of
+import specwatch_core.records as records_module
+from specwatch_core.records import StepRecord, drafted_of, verify_seconds_of
 from conftest import PG_SERVER
 from history import T0
 from storage import StatsQuery, Store, StoreConfig, StoreError

@@ -7,8 +7,8 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from records import RecordError
-from agent.store_metrics import StoreCollector
+from alerts.metrics.store import StoreCollector
+from specwatch_core.records import RecordError
 from history import T0, step
 from storage import StatsQuery, Store, StoreConfig
 
@@ -132,7 +132,7 @@ def test_caches_stay_bounded_with_many_domains(make_store):
 
 
 def exported(store) -> dict[str, float]:
-    """The store's counts as /metrics shows them (agent/store_metrics.py on a fresh registry)."""
+    """The store's counts as /metrics shows them (alerts/metrics/store.py on a fresh registry)."""
     registry = CollectorRegistry()
     registry.register(StoreCollector(store))
     return {s.name: s.value for m in registry.collect() for s in m.samples if not s.name.endswith("_created")}

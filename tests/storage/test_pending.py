@@ -39,7 +39,7 @@ def test_compact_leaves_small_or_still_full_tables_alone():
 
 def test_store_compact_lets_its_caches_start_over_once_a_burst_has_gone(store):
     """After a burst of windows has gone, the store's caches start over and it still writes correctly."""
-    from records import StepRecord
+    from specwatch_core.records import StepRecord
 
     now = store._now(None)
     records = [StepRecord(domain=f"d{i:05d}", lookahead=2, accepted=1, emitted=2, draft_seconds=0.001,

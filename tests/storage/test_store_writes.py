@@ -5,7 +5,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from records import RecordError
+from specwatch_core.records import RecordError
 from history import T0, step
 from storage import StatsQuery
 
