@@ -12,18 +12,20 @@ on, K = 0 is measured now and then if the policy never runs it (``baseline_fract
 estimate is thin). After re-enabling, acceptance is watched for ``watch_steps``: if it collapses below
 ``collapse_ratio`` of what the probes saw (a stale drafter state, as reported for TensorRT-LLM's
 SpeculationGate), speculation goes off again at once.
+
+The states themselves (on, watched after re-enabling, off and probing) are in ``policies.switch_states``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from policies.base import ArmStats, Outcome
 from policies.estimates import DecayingSums
-from policies.goodput import backed_out_acceptance
+from policies.switch_states import DomainState, Off, On, State, Watching, best_arm, estimate, speculative_goodput
 
 
 @dataclass(frozen=True)
@@ -99,29 +101,6 @@ class Transition:
     baseline_goodput: float | None
 
 
-@dataclass
-class _Domain:
-    arms: dict[int, DecayingSums]  # per K: which speculative arm probes should run
-    speculative: DecayingSums  # every K > 0 step pooled: what speculation gives now (fast memory)
-    speculative_slow: DecayingSums  # the same with 4x the memory: small but lasting losses
-    on: bool = True
-    step: int = 0
-    streak: int = 0  # consecutive steps the condition for leaving the current state held
-    suspect: bool = False  # the point estimates favour a transition that is not yet significant
-    since_baseline: int = 0
-    watch_left: int = 0  # steps left in the post-enable watch
-    watch_drafted: int = 0
-    watch_accepted: int = 0
-    watch_steps: int = 0
-    probes: DecayingSums | None = None  # goodput of the probes since speculation went off
-    probe_acceptance: DecayingSums | None = None  # acceptance seen by those probes (accepted / drafted)
-    probe_depth: DecayingSums | None = None  # their drafted tokens per step
-    reconsider_left: int = 0  # steps left of probing at investigate_fraction after a model version change
-    wants: float = 1.0  # share of recent steps the policy proposed K > 0 (decayed over `dwell` steps)
-    last_reason: str = "on: no evidence yet"
-    history: list[Transition] = field(default_factory=list)
-
-
 class Switch:
     """Per-domain on/off state. ``gate`` filters a policy's lookahead; ``update`` learns from each step."""
 
@@ -130,7 +109,7 @@ class Switch:
 
         self.config = config or SwitchConfig()
         self._rng = random.Random(seed)
-        self._domains: dict[str, _Domain] = {}
+        self._domains: dict[str, DomainState] = {}
         self._listeners: list[Callable[[Transition], None]] = []
         self._wants_fade = 0.5 ** (1.0 / self.config.dwell)
 
@@ -147,7 +126,7 @@ class Switch:
     def goodputs(self, domain: str) -> tuple[float | None, float | None]:
         """(best speculative arm's goodput, K = 0's goodput); None where not yet measured."""
         s = self._state(domain)
-        return self._speculative(s), self._estimate(s, 0)
+        return speculative_goodput(s, self.config), estimate(s, 0, self.config)
 
     def reconsider(self) -> "Switch":
         """A model version changed (a re-distilled draft, a new target): what probes measured before says
@@ -177,128 +156,36 @@ class Switch:
         ``fallback`` is the K a probe uses when the policy proposes 0 and no speculative arm is known.
         """
         s = self._domains.get(domain) or self._state(domain)
-        cfg = self.config
         f = self._wants_fade
         s.wants = s.wants * f + (1.0 - f if proposed > 0 else 0.0)
-        if s.on:
-            base = s.arms.get(0)
-            weight = base.weight(s.step) if base is not None else 0.0
-            # K = 0 fades slowly (baseline_halflife), so keeping it measured costs well under 1% of steps.
-            due = s.since_baseline * cfg.baseline_fraction >= 1
-            if proposed > 0 and weight < cfg.min_baseline and due:
-                return 0, "switch: measuring K=0 (baseline)"
-            if proposed > 0 and s.suspect and s.since_baseline * cfg.investigate_fraction >= 1:
-                return 0, "switch: measuring K=0 (speculation looks slower)"
-            return proposed, ""
-        if proposed > 0 and not cfg.hold:
-            return proposed, ""
-        rate = cfg.investigate_fraction if s.suspect or s.reconsider_left > 0 else cfg.probe_fraction
-        if self._rng.random() < rate:
-            k = proposed if proposed > 0 else (self._best_arm(s) or fallback)
-            return k, f"switch: off, probing K={k}"
-        return 0, f"switch: off ({s.last_reason})"
+        return s.state.gate(s, proposed, fallback, self.config, self._rng)
 
     def update(self, domain: str, outcome: Outcome) -> "Switch":
         s = self._domains.get(domain) or self._state(domain)
         cfg = self.config
-        s.step = step = s.step + 1
-        if s.reconsider_left:
-            s.reconsider_left -= 1
-        k, emitted, seconds = outcome.lookahead, outcome.emitted, outcome.seconds  # an aggregate: one observation
-        arm = s.arms.get(k)
-        if arm is None:
-            arm = s.arms[k] = DecayingSums(cfg.baseline_halflife if k == 0 else cfg.halflife)
-        arm.add(step, emitted, seconds)
-        if k > 0:
-            s.since_baseline += 1
-            s.speculative.add(step, emitted, seconds)
-            s.speculative_slow.add(step, emitted, seconds)
-            if not s.on:
-                # Probes are rare, so their memory spans as many probes as `halflife` spans steps (not held back,
-                # they are the policy's own choices, as frequent as any).
-                halflife = cfg.halflife / max(cfg.probe_fraction, 1e-3) if cfg.hold else cfg.halflife
-                s.probes = s.probes or DecayingSums(halflife)
-                s.probe_acceptance = s.probe_acceptance or DecayingSums(halflife)
-                s.probe_depth = s.probe_depth or DecayingSums(halflife)
-                s.probe_depth.add(step, outcome.drafted, outcome.steps)
-                s.probes.add(step, emitted, seconds)
-                s.probe_acceptance.add(step, outcome.accepted, outcome.drafted)
-            elif s.watch_left > 0:
-                s.watch_left -= 1
-                s.watch_drafted += outcome.drafted
-                s.watch_accepted += outcome.accepted
-                s.watch_steps += outcome.steps
-                if self._collapsed(s):
-                    return self._flip(domain, s, False, self._collapse_reason(s))
-        else:
-            s.since_baseline = 0
-        # Each estimate is read once per step (weight and goodput in one call), in the same order as always:
-        # a sum decayed at every step keeps the same rounding. Standard errors only where a point estimate
-        # already favours a transition (the noise term can only hold one back).
-        sums = s.speculative if s.on else s.probes
-        spec = None
-        if sums is not None:
-            weight, spec = sums.read(step)
-            if weight < cfg.min_samples:
-                spec = None
-        baseline = s.arms.get(0)
-        if baseline is None:
-            s.streak = 0
+        s.record(outcome, cfg)
+        state = s.state.update(s, outcome, cfg)
+        if state is s.state:
             return self
-        weight, base = baseline.read(step)
-        if weight < cfg.min_baseline:
-            s.streak = 0
+        if state.on == s.state.on:  # a watch that ended quietly
+            s.state = state
             return self
-        if spec is None and s.on:  # nothing speculated lately: only the policy itself can have chosen that
-            if k == 0:
-                s.streak += 1
-                if s.streak >= cfg.dwell:
-                    self._flip(domain, s, False, f"off: the policy ran K=0 for {cfg.dwell}+ steps "
-                                                 f"(K=0 {base:.0f} tok/s)")
-            else:
-                s.streak = 0
-            return self
-        if spec is None:
-            s.streak = 0
-            return self
-        if s.on:
-            # A large loss shows within a few dozen steps on the fast memory; a small one only on the slow.
-            bar = (1 - cfg.margin_off) * base
-            weight, slow = s.speculative_slow.read(step)
-            losing = False
-            if spec < bar or (weight >= cfg.min_samples and slow < bar):
-                base_se = baseline.stderr(step)
-                losing = (spec < bar - cfg.confidence * math.hypot(sums.stderr(step), base_se)
-                          or weight >= cfg.min_samples
-                          and slow < bar - cfg.confidence * math.hypot(s.speculative_slow.stderr(step), base_se))
-            s.suspect = spec < bar
-            s.streak = s.streak + 1 if losing else 0
-            if s.streak >= cfg.dwell:
-                self._flip(domain, s, False, f"off: speculative steps give {spec:.0f} tok/s < K=0 "
-                                             f"{base:.0f} tok/s for {cfg.dwell} steps")
-        else:
-            s.suspect = spec > (1 + cfg.margin_on) * base
-            paying = s.suspect and spec > (1 + cfg.margin_on) * base + cfg.confidence * math.hypot(
-                sums.stderr(step), baseline.stderr(step))
-            s.streak = s.streak + 1 if paying else 0
-            if s.streak >= cfg.dwell and s.wants >= 0.5:
-                self._flip(domain, s, True, f"on: probes give {spec:.0f} tok/s > K=0 {base:.0f} "
-                                            f"tok/s for {cfg.dwell} steps")
-        return self
+        return self._enter(domain, s, state)
 
     # -- warm start -----------------------------------------------------------------------------
     def warm_start(self, domain: str, history: Sequence[ArmStats], on: bool | None = None) -> "Switch":
         """Seed estimates from stored totals (capped to a few halflives) and the last stored state."""
         s = self._state(domain)
         if on is not None:
-            s.on = on
-            s.last_reason = "restored from history: " + ("on" if on else "off")
+            reason = "restored from history: " + ("on" if on else "off")
+            # Back on: still watched if a watch was under way (cut short only by a restored "off").
+            s.state = (Watching if s.watch_left else On)(reason) if on else Off(reason)
         usable = [h for h in history if h.steps > 0 and h.draft_seconds + h.verify_seconds > 0]
         for h in usable:
             halflife = self.config.baseline_halflife if h.lookahead == 0 else self.config.halflife
             s.arms.setdefault(h.lookahead, DecayingSums(halflife)).seed(
                 s.step, h.steps, h.emitted, h.draft_seconds + h.verify_seconds)
-        best = self._best_arm(s)
+        best = best_arm(s, self.config)
         for h in usable:
             if h.lookahead == best:  # speculation as the best stored arm gave it
                 sums = DecayingSums(self.config.halflife)
@@ -310,65 +197,22 @@ class Switch:
         return self
 
     # -- internals ------------------------------------------------------------------------------
-    def _state(self, domain: str) -> _Domain:
+    def _state(self, domain: str) -> DomainState:
         s = self._domains.get(domain)
         if s is None:
             halflife = self.config.halflife
-            s = self._domains[domain] = _Domain({}, DecayingSums(halflife), DecayingSums(4 * halflife))
+            s = self._domains[domain] = DomainState({}, DecayingSums(halflife), DecayingSums(4 * halflife))
         return s
 
-    def _estimate(self, s: _Domain, k: int) -> float | None:
-        arm = s.arms.get(k)
-        need = self.config.min_baseline if k == 0 else self.config.min_samples
-        if arm is None or arm.weight(s.step) < need:
-            return None
-        return arm.ratio(s.step)
+    def _flip(self, domain: str, s: DomainState, on: bool, reason: str) -> "Switch":
+        """Turn ``domain`` on (watched) or off, for ``reason``."""
+        return self._enter(domain, s, Watching(reason) if on else Off(reason))
 
-    def _best_arm(self, s: _Domain) -> int | None:
-        scored = [(self._estimate(s, k), k) for k in s.arms if k > 0]
-        scored = [(g, k) for g, k in scored if g is not None]
-        return max(scored)[1] if scored else None
-
-    def _speculative(self, s: _Domain) -> float | None:
-        """Goodput of recent speculative steps while on; of the probes while off."""
-        sums = s.speculative if s.on else s.probes
-        if sums is None or sums.weight(s.step) < self.config.min_samples:
-            return None
-        return sums.ratio(s.step)
-
-    def _per_token(self, s: _Domain) -> tuple[float | None, float | None]:
-        """(since re-enabling, while probing): per-token acceptance, backed out of each side's accepted
-        tokens at its own drafted tokens per step. accepted / drafted itself falls with K (later positions
-        are reached less often), so comparing it between probes at a small K and a policy drafting up to 8
-        read a collapse into a draft that was fine: logs went on and off 7 times in 5 s after the
-        re-distilled draft came in."""
-        if s.probe_acceptance is None or s.probe_depth is None or s.watch_steps <= 0:
-            return None, None
-        depth = s.probe_depth.ratio(s.step)  # drafted per step
-        probe = backed_out_acceptance([1.0], [s.probe_acceptance.ratio(s.step) * depth], [depth])
-        watch = backed_out_acceptance([float(s.watch_steps)], [float(s.watch_accepted)],
-                                      [s.watch_drafted / s.watch_steps])
-        return watch, probe
-
-    def _collapsed(self, s: _Domain) -> bool:
-        if s.watch_drafted < self.config.watch_tokens:
-            return False
-        watch, probe = self._per_token(s)
-        return watch is not None and probe is not None and probe > 0 and watch < self.config.collapse_ratio * probe
-
-    def _collapse_reason(self, s: _Domain) -> str:
-        watch, probe = self._per_token(s)
-        return (f"off: acceptance collapsed after re-enabling (per token {watch or 0.0:.2f} vs {probe or 0.0:.2f} "
-                "while probing)")
-
-    def _flip(self, domain: str, s: _Domain, on: bool, reason: str) -> "Switch":
-        spec, base = self._speculative(s), self._estimate(s, 0)
-        s.on, s.streak, s.suspect, s.last_reason = on, 0, False, reason
-        if on:
-            s.watch_left, s.watch_drafted, s.watch_accepted, s.watch_steps = self.config.watch_steps, 0, 0, 0
-        else:
-            s.watch_left, s.probes, s.probe_acceptance, s.probe_depth = 0, None, None, None
-        t = Transition(domain, on, reason, s.step, spec, base)
+    def _enter(self, domain: str, s: DomainState, state: State) -> "Switch":
+        spec, base = speculative_goodput(s, self.config), estimate(s, 0, self.config)
+        s.state, s.streak, s.suspect = state, 0, False
+        state.enter(s, self.config)
+        t = Transition(domain, state.on, state.reason, s.step, spec, base)
         s.history.append(t)
         del s.history[:-100]
         for listener in self._listeners:

@@ -18,9 +18,12 @@ It is also the JSON body of ``POST /v1/steps``.
 
 from __future__ import annotations
 
+import linecache
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+from .contract import FIELDS, source
 
 
 class RecordError(ValueError):
@@ -110,53 +113,8 @@ class StepRecord:
 
     def _check(self, max_lookahead: int | None, max_domain_length: int, earliest: float,
                latest: float) -> "StepRecord":
-        """Field by field, in the order errors are reported."""
-        _check_text("domain", self.domain, max_domain_length)
-        _check_text("target_version", self.target_version, 128)
-        _check_text("draft_version", self.draft_version, 128)
-        _check_int("lookahead", self.lookahead, 0, max_lookahead)
-        _check_int("steps", self.steps, 1, MAX_STEPS)
-        if self.drafted is not None:
-            _check_int("drafted", self.drafted, 0, self.lookahead * self.steps)
-        _check_int("accepted", self.accepted, 0, drafted_of(self))
-        # Each verification pass yields its accepted tokens plus at most one bonus token.
-        _check_int("emitted", self.emitted, self.steps, self.accepted + self.steps)
-        _check_seconds("draft_seconds", self.draft_seconds)
-        _check_seconds("verify_seconds", self.verify_seconds)
-        if self.seconds is not None:
-            _check_seconds("seconds", self.seconds)
-            split = self.draft_seconds + self.verify_seconds
-            if self.seconds < split - 1e-9 * max(1.0, split):  # a rounding's worth of slack
-                raise RecordError("seconds", f"must be >= draft_seconds + verify_seconds = {split!r}, "
-                                             f"got {self.seconds!r}")
-        if self.pool is not None:
-            _check_text("pool", self.pool, 64)
-        if self.timestamp is not None:
-            _check_number("timestamp", self.timestamp, max(0.0, earliest), min(latest, MAX_TIMESTAMP))
-        for name in ("pod", "request_id"):
-            value = getattr(self, name)
-            if value is not None:
-                _check_text(name, value, 128)
-        if is_aggregate(self):
-            for name in ("accepted_mask", "expected_acceptance", "draft_confidence"):
-                if getattr(self, name) is not None:
-                    raise RecordError(name, "must be absent from an aggregate (steps > 1, or drafted other "
-                                            "than lookahead): its positions are unknown")
-        if self.accepted_mask is not None:
-            mask = self.accepted_mask
-            _check_list("accepted_mask", mask, self.lookahead)
-            if mask != [1] * self.accepted + [0] * (self.lookahead - self.accepted) or not _INT.issuperset(
-                    map(type, mask)):
-                if any(type(v) is not int or v not in (0, 1) for v in mask):
-                    raise RecordError("accepted_mask", "entries must be 0 or 1")
-                raise RecordError("accepted_mask", "must be `accepted` ones followed by zeros")
-        for name in ("expected_acceptance", "draft_confidence"):
-            values = getattr(self, name)
-            if values is not None:
-                _check_list(name, values, self.lookahead)
-                if values and not (_NUMBER.issuperset(map(type, values)) and math.isfinite(math.fsum(values))
-                                   and min(values) >= 0.0 and max(values) <= 1.0):
-                    raise RecordError(name, "entries must be probabilities in [0, 1]")
+        """Field by field, in the order errors are reported (the rows of ``specwatch_core.contract.FIELDS``)."""
+        _check_fields(self, max_lookahead, max_domain_length, earliest, latest)
         return self
 
 
@@ -195,50 +153,14 @@ _NUMBER = frozenset((int, float))  # not bool: type(True) is bool
 _MASKS: dict[tuple[int, int], list[int]] = {}  # (lookahead, accepted) -> the only valid accepted_mask
 
 
-def _plainly_valid(r: StepRecord, max_lookahead: int | None, max_domain_length: int, earliest: float,
-                   latest: float) -> bool:
-    """True when every check of ``validate`` passes, tested in one pass of plain comparisons and C-level
-    calls, with no message built. False sends the record to the field-by-field checks (which may still
-    pass it, e.g. a str subclass): this only ever accepts what they accept. Records using the aggregate
-    fields (rare on the hot path) always take the field checks."""
-    if not (r.steps == 1 and type(r.steps) is int and r.drafted is None and r.seconds is None
-            and r.pool is None):
-        return False
-    k, a, e = r.lookahead, r.accepted, r.emitted
-    if not (type(k) is int and type(a) is int and type(e) is int and 0 <= a <= k and 1 <= e <= a + 1
-            and (max_lookahead is None or k <= max_lookahead)):
-        return False
-    d, t, v = r.domain, r.target_version, r.draft_version
-    if not (type(d) is str and type(t) is str and type(v) is str and 0 < len(d) <= max_domain_length
-            and 0 < len(t) <= 128 and 0 < len(v) <= 128 and d.isprintable() and t.isprintable()
-            and v.isprintable()):
-        return False
-    ds, vs, ts = r.draft_seconds, r.verify_seconds, r.timestamp
-    if not (type(ds) in _NUMBER and type(vs) in _NUMBER and 0 <= ds < MAX_STEP_SECONDS
-            and 0 <= vs < MAX_STEP_SECONDS and (ts is None or type(ts) in _NUMBER and 0 <= earliest <= ts
-                                                 <= latest <= MAX_TIMESTAMP)):
-        return False
-    for text in (r.pod, r.request_id):
-        if text is not None and not (type(text) is str and 0 < len(text) <= 128 and text.isprintable()):
-            return False
-    mask = r.accepted_mask
-    if mask is not None:
-        valid = _MASKS.get((k, a))
-        if valid is None:
-            valid = [1] * a + [0] * (k - a)
-            if len(_MASKS) < 4096:  # bounded: without max_lookahead any K can come
-                _MASKS[(k, a)] = valid
-        if not (type(mask) is list and mask == valid and _INT.issuperset(map(type, mask))):
-            return False
-    for values in (r.expected_acceptance, r.draft_confidence):
-        if values is not None:
-            if not (type(values) is list and len(values) == k):
-                return False
-            if values:
-                total = sum(values) if _NUMBER.issuperset(map(type, values)) else math.nan
-                if not (total == total and 0.0 <= min(values) and max(values) <= 1.0):  # not NaN
-                    return False
-    return True
+def _mask(lookahead: int, accepted: int) -> list[int]:
+    """The only valid accepted_mask: ``accepted`` ones, then zeros up to ``lookahead``."""
+    valid = _MASKS.get((lookahead, accepted))
+    if valid is None:
+        valid = [1] * accepted + [0] * (lookahead - accepted)
+        if len(_MASKS) < 4096:  # bounded: without max_lookahead any K can come
+            _MASKS[(lookahead, accepted)] = valid
+    return valid
 
 
 def _is_number(v: Any) -> bool:
@@ -277,6 +199,45 @@ def _check_list(name: str, value: Any, length: int) -> None:
         raise RecordError(name, "must be a list")
     if len(value) != length:
         raise RecordError(name, f"must have length lookahead={length}, got {len(value)}")
+
+
+def _check_step_time(name: str, value: Any, draft_seconds: float, verify_seconds: float) -> None:
+    _check_seconds(name, value)
+    split = draft_seconds + verify_seconds
+    if value < split - 1e-9 * max(1.0, split):  # a rounding's worth of slack
+        raise RecordError(name, f"must be >= draft_seconds + verify_seconds = {split!r}, got {value!r}")
+
+
+def _check_positions(name: str, record: StepRecord) -> None:
+    if is_aggregate(record):
+        raise RecordError(name, "must be absent from an aggregate (steps > 1, or drafted other than lookahead): "
+                                "its positions are unknown")
+
+
+def _check_mask(name: str, value: Any, length: int, ones: int) -> None:
+    _check_list(name, value, length)
+    if value != [1] * ones + [0] * (length - ones) or not _INT.issuperset(map(type, value)):
+        if any(type(v) is not int or v not in (0, 1) for v in value):
+            raise RecordError(name, "entries must be 0 or 1")
+        raise RecordError(name, "must be `accepted` ones followed by zeros")
+
+
+def _check_probabilities(name: str, value: Any, length: int) -> None:
+    _check_list(name, value, length)
+    if value and not (_NUMBER.issuperset(map(type, value)) and math.isfinite(math.fsum(value))
+                      and min(value) >= 0.0 and max(value) <= 1.0):
+        raise RecordError(name, "entries must be probabilities in [0, 1]")
+
+
+# The two checkers, written from the contract's table once at import (records/contract.py) and compiled here,
+# so they read this module's bounds at call time.
+_SOURCE = source(FIELDS)
+_FILENAME = "<specwatch_core.contract.source()>"
+linecache.cache[_FILENAME] = (len(_SOURCE), None, _SOURCE.splitlines(True), _FILENAME)  # readable tracebacks
+_generated: dict[str, Any] = {}
+exec(compile(_SOURCE, _FILENAME, "exec"), globals(), _generated)
+_check_fields = _generated["_check_fields"]
+_plainly_valid = _generated["_plainly_valid"]
 
 
 def validate_batch(records: list[StepRecord], **limits: Any) -> list[StepRecord]:
