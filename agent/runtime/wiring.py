@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.hub.parts import Alerts, Metrics, Watch
 from agent.hub.sidecar import Sidecar
 from agent.runtime.closing import Closed, close_within
 from agent.runtime.config import SidecarConfig
@@ -104,7 +105,7 @@ def remember_secrets(config: SidecarConfig) -> None:
         redact.remember_url(url)
 
 
-def components(config: SidecarConfig, store: Store) -> tuple[Any, Any, Any]:
+def components(config: SidecarConfig, store: Store) -> tuple[Watch | None, Alerts | None, Metrics | None]:
     """The drift watch, alert manager (its stored state not loaded yet) and metrics, each where its module
     exists (None otherwise)."""
     watch = alerts = metrics = None

@@ -107,7 +107,7 @@ def test_metrics_health_and_readiness(client, sidecar):
     r = client.get("/readyz")
     assert r.status_code == 200 and r.json()["checks"] == {"database": "ok", "ingest": "not configured",
                                                            "ring": "not configured", "models": "not configured"}
-    sidecar.flush_error = "StoreError: database error: disk I/O error"
+    sidecar.upkeep.flush_error = "StoreError: database error: disk I/O error"
     r = client.get("/readyz")
     assert r.status_code == 503 and r.json()["checks"]["database"].startswith("last flush failed")
 

@@ -126,9 +126,9 @@ def test_background_decisions_come_from_the_worker_and_never_go_missing(store):
     for i in range(5):
         sidecar.record(step("code", first.lookahead, first.lookahead, T0 + i))  # all accepted: K grows
     sidecar.ingest.drain(5.0)
-    assert "code" in sidecar._ready  # the worker readied the next decision after the batch
+    assert "code" in sidecar.state.ready  # the worker readied the next decision after the batch
     ready = sidecar.decide("code")
-    assert ready.lookahead > first.lookahead and "code" not in sidecar._ready
+    assert ready.lookahead > first.lookahead and "code" not in sidecar.state.ready
     assert sidecar.decide("code").lookahead == ready.lookahead  # none ready, nothing pending: asked directly
     sidecar.close()
 
@@ -157,7 +157,7 @@ def test_background_decide_never_waits_for_a_busy_worker(store):
     sidecar.take([step("code", 2, 1, T0 - 1)])  # a known domain (an unknown one has no latest decision)
     first = sidecar.decide("code")
     got: dict[str, object] = {}
-    with sidecar._lock:  # as the worker does while it feeds a batch
+    with sidecar.state.lock:  # as the worker does while it feeds a batch
         sidecar.record(step("code", 2, 1, T0))  # in the worker's hands: it waits for the lock
         for domain in ("code", "prose"):
             t = threading.Thread(target=lambda d=domain: got.__setitem__(d, sidecar.decide(d)), daemon=True)
@@ -194,7 +194,7 @@ def test_latest_shows_the_readied_decision_without_taking_it(store):
         sidecar.record(step("code", first.lookahead, first.lookahead, T0 + i))
     sidecar.ingest.drain(5.0)
     shown = sidecar.latest("code")
-    assert shown.lookahead > first.lookahead and "code" in sidecar._ready  # shown, still ready for the step
+    assert shown.lookahead > first.lookahead and "code" in sidecar.state.ready  # shown, still ready for the step
     assert sidecar.decide("code") is shown
     sidecar.close()
 

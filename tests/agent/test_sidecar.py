@@ -270,7 +270,7 @@ class SlowFit(Spy):
 def test_refit_computes_without_the_lock_and_swaps_under_it(store, clock):
     policy = SlowFit()
     sidecar = Sidecar(store, policy, clock=clock)
-    policy.lock = sidecar._lock
+    policy.lock = sidecar.state.lock
     assert sidecar.can_refit
     fitting = threading.Thread(target=sidecar.refit)
     fitting.start()

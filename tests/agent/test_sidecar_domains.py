@@ -31,8 +31,8 @@ def wired(store, clock, policy: str = "model-based+switch", **kwargs) -> Sidecar
 
 def no_trace(sidecar: Sidecar, domain: str) -> list[str]:
     """Where ``domain`` is still held in memory: policy, switch, watch, metrics, the sidecar's own maps."""
-    return traces((sidecar.policy, sidecar.watch, sidecar.metrics, sidecar._slots, sidecar._latest,
-                   sidecar._ready, sidecar._decisions), domain, skip=(sidecar, sidecar.store))
+    return traces((sidecar.policy, sidecar.watch, sidecar.metrics, sidecar.state.slots, sidecar.state.latest,
+                   sidecar.state.ready, sidecar.state.unlogged), domain, skip=(sidecar, sidecar.store))
 
 
 def squat_then_real(sidecar: Sidecar) -> str:
@@ -40,7 +40,7 @@ def squat_then_real(sidecar: Sidecar) -> str:
     for i in range(32):
         sidecar.decide(f"made-up-{i}")
     sidecar.record_many([step("real", 3, 2, T0 + i) for i in range(5)])
-    return sidecar._slots.key("real")
+    return sidecar.state.slots.key("real")
 
 
 def test_made_up_decisions_take_no_slot_and_leave_no_state(store, clock):
@@ -72,7 +72,7 @@ def test_a_decoder_asking_before_its_first_record_gets_the_default_then_state(st
     assert sidecar.stop_state("code") is not None and sidecar.stop_drafting("code") is not None
     assert no_trace(sidecar, "code") == []
     sidecar.record(step("code", 3, 3, T0))
-    assert sidecar._slots.key("code") == "code" and traces(sidecar.policy, "code") != []
+    assert sidecar.state.slots.key("code") == "code" and traces(sidecar.policy, "code") != []
     assert "unknown" not in sidecar.decide("code").reason
 
 
@@ -87,7 +87,7 @@ def test_idle_domains_are_evicted_everywhere_and_warm_start_on_return(store, clo
     clock.now += IDLE / 2 + 1
     assert sidecar.tend_domains() == (["old"], [])
     assert no_trace(sidecar, "old") == []
-    assert traces(sidecar.policy, "busy") != [] and sidecar._slots.key("busy") == "busy"
+    assert traces(sidecar.policy, "busy") != [] and sidecar.state.slots.key("busy") == "busy"
     assert "unknown domain" in sidecar.decide("old").reason
     # It comes back: a slot at once, its stored history seeds it at the next run of the job.
     sidecar.record_many([step("old", 3, 2, clock.now - 1)])
@@ -106,11 +106,11 @@ def test_eviction_frees_slots_for_new_domains(store, clock):
     sidecar = wired(store, clock, max_domains=2)
     sidecar.record_many([step(d, 3, 2, T0) for d in ("a", "b")])
     sidecar.record_many([step("c", 3, 2, T0)])
-    assert sidecar._slots.key("c") == OTHER
+    assert sidecar.state.slots.key("c") == OTHER
     clock.now += IDLE + 1
     assert sorted(sidecar.tend_domains()[0]) == ["a", "b"]
     sidecar.record_many([step("c", 3, 2, T0)])
-    assert sidecar._slots.key("c") == "c"
+    assert sidecar.state.slots.key("c") == "c"
 
 
 def test_metrics_series_follow_the_slots_and_never_outlive_an_eviction(store, clock):
@@ -142,7 +142,7 @@ def churn(sidecar: Sidecar, clock: Clock, domains: int, per_round: int = 64) -> 
         sidecar.record_many([step(d, 3, i % 4, T0 + i) for d in names for i in range(3)])
         for d in names[:4]:
             sidecar.decide(d)
-        sidecar._export_gauges()  # what the flush does, without writing windows of 20k domains to disk
+        sidecar.upkeep.export_gauges()  # what the flush does, without writing windows of 20k domains to disk
         clock.now += IDLE + 1
         sidecar.tend_domains()
 
@@ -151,7 +151,7 @@ def sidecar_bytes() -> int:
     """Bytes traced in the sidecar's own structures (not storage's windows: that package bounds them)."""
     gc.collect()
     snap = tracemalloc.take_snapshot().filter_traces([
-        tracemalloc.Filter(True, "*/agent/hub/sidecar.py"), tracemalloc.Filter(True, "*/agent/hub/domains.py"),
+        *(tracemalloc.Filter(True, f"*/agent/hub/{name}.py") for name in ("sidecar", "state", "upkeep", "domains")),
         tracemalloc.Filter(True, "*/policies/*"), tracemalloc.Filter(True, "*/alerts/*")])
     return sum(s.size for s in snap.statistics("filename"))
 
@@ -160,7 +160,7 @@ def in_memory_only(store, monkeypatch) -> None:
     """Storage is not under test here: records and warm-start queries skip the database."""
     monkeypatch.setattr(store, "record", lambda s: None)
     monkeypatch.setattr(store, "write_records", lambda steps: None)
-    monkeypatch.setattr("agent.hub.sidecar.returning_history", lambda *args, **kwargs: {})
+    monkeypatch.setattr("agent.hub.upkeep.returning_history", lambda *args, **kwargs: {})
 
 
 def measured(sidecar: Sidecar, clock: Clock, first: int, then: int) -> tuple[int, int]:
@@ -187,7 +187,7 @@ def test_memory_returns_to_baseline_after_20k_domains_came_and_went(store, clock
     sidecar = wired(store, clock, max_domains=64)
     # Every structure grows to its working size once (and CPython's free lists of small tuples fill).
     baseline, after = measured(sidecar, clock, 2_000, 20_000)
-    assert len(sidecar._slots) == 0 and not (sidecar._latest or sidecar._ready or sidecar._decisions)
+    assert len(sidecar.state.slots) == 0 and not (sidecar.state.latest or sidecar.state.ready or sidecar.state.unlogged)
     assert no_trace(sidecar, "churn-") == []
     assert back_to_baseline(baseline, after), (baseline, after)
 

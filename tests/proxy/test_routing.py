@@ -150,7 +150,7 @@ def test_no_healthy_pool_gives_503(engines, proxy):
 def test_decision_for_an_unseen_domain_creates_no_state(engines, proxy):
     url, runtime = proxy({"k2": engines(FakeEngine(lookahead=2, accepted=1)), "off": engines(FakeEngine())})
     answer = httpx.get(f"{runtime.admin}/decision", params={"domain": "new"}).json()
-    assert answer["pool"] is None and "new" not in runtime.sidecar._slots
+    assert answer["pool"] is None and "new" not in runtime.sidecar.state.slots
 
 
 def test_pools_view(engines, proxy):
@@ -183,7 +183,7 @@ def test_many_domains_share_bounded_state(engines, proxy):
         ask(url, f"tenant-{i}", n=2)
     runtime.sidecar.ingest.drain(5.0)
     policy = runtime.proxy.router.restrictable
-    slots = runtime.sidecar._slots
+    slots = runtime.sidecar.state.slots
     assert len(slots) == 4 and all(d in slots or d == "other" for d in policy._domains)
 
 
