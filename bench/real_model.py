@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -211,8 +212,28 @@ def summary(out: dict) -> dict:
                        "proxy_vs_best": whole[PROXY] / whole[best], "proxy_vs_best_20": first[PROXY] / first[best20],
                        "proxy_vs_spec_default": whole[PROXY] / whole[SPEC_DEFAULT],
                        "proxy_vs_draft_default": whole[PROXY] / whole[DRAFT_DEFAULT],
-                       "proxy_pools": {p: pools.count(p) for p in POOLS if pools.count(p)}}
+                       "proxy_pools": {p: pools.count(p) for p in POOLS if pools.count(p)},
+                       **where_the_time_went(by)}
     return res
+
+
+def where_the_time_went(by: dict) -> dict:
+    """The proxy's loss against the best fixed pool, split: its choices, each valued at the chosen fixed
+    pool's own rate on the same prompt (``choices_vs_best``); and per request, against that fixed pool on the
+    same prompt, the wall time added (median), of which the engine's own time (prompt + generation, from
+    its timings) and the rest, the path through the proxy. Rows from a run before the engine's time was
+    logged give the choices only."""
+    proxy = by[PROXY]
+    valued = [by[r["pool"]][i] for i, r in enumerate(proxy)]
+    best = max(rate(by[c]) for c in POOLS)
+    out = {"choices_vs_best": rate(valued) / best}
+    if all("engine" in r for r in proxy) and all("engine" in r for r in valued):
+        wall = [(r["wall"] - v["wall"]) * 1000 for r, v in zip(proxy, valued)]
+        engine = [(r["engine"] - v["engine"]) * 1000 for r, v in zip(proxy, valued)]
+        path = [(r["wall"] - r["engine"] - v["wall"] + v["engine"]) * 1000 for r, v in zip(proxy, valued)]
+        out.update(added_wall_ms=statistics.median(wall), added_engine_ms=statistics.median(engine),
+                   added_path_ms=statistics.median(path))
+    return out
 
 
 def report(out: dict) -> None:
@@ -245,6 +266,12 @@ def report(out: dict) -> None:
                         f"{sum(r['accepted'] for r in rows) / drafted:.3f}" if drafted else "-",
                         str(c["engine"]["requests"]) if c else "0", ("yes" if c["equal"] else "NO") if c else "-")
     console.print(acc)
+    for domain, r in s.items():
+        line = f"{domain}: the proxy's choices at the fixed pools' own rates: {r['choices_vs_best']:.1%} of the best"
+        if "added_wall_ms" in r:
+            line += (f"; per request against the same pool and prompt (median): {r['added_wall_ms']:+.1f} ms wall, "
+                     f"{r['added_engine_ms']:+.1f} ms in the engine, {r['added_path_ms']:+.1f} ms on the path")
+        console.print(line)
     console.print(f"{out['seconds']:.0f} s")
 
 
