@@ -18,7 +18,7 @@ from policies.estimates import DecayingSums
 from policies.goodput import backed_out_acceptance
 
 if TYPE_CHECKING:
-    from policies.switch import SwitchConfig, Transition
+    from policies.switch_config import SwitchConfig, Transition
 
 
 class State:
