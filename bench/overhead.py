@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.hub.sidecar import Sidecar  # noqa: E402
 from agent.ring.client import RingClient  # noqa: E402
 from agent.runtime.config import SidecarConfig  # noqa: E402
-from agent.runtime.jobs import Intervals, Jobs  # noqa: E402
+from agent.runtime.jobs import Jobs  # noqa: E402
+from agent.runtime.options import Intervals  # noqa: E402
 from bench.replay import build_stream, drafted_count, load_traces, step_outcome  # noqa: E402
 from bench.sidecar_process import over_ring  # noqa: E402
 from policies.base import Outcome  # noqa: E402

@@ -70,37 +70,24 @@ def proxy(
     answers. SIGTERM or Ctrl-C: stop taking requests, let those in flight finish (--drain-seconds), flush
     every record (what the database does not take goes to the dead-letter file), persist alerts, exit 0.
     """
-    from agent.proxy.config import MAX_LOOKAHEAD, ProxyConfig, ProxyConfigError, Upstream
-    from agent.proxy.domains import DomainError, DomainRule
+    from agent.proxy.config import ProxyConfigError, proxy_config
+    from agent.proxy.domains import DomainError
     from agent.proxy.listeners import ListenError
     from agent.proxy.run import build, serve
-    from agent.runtime import config as cfg
+    from agent.runtime.config import ConfigError
     from storage import StoreError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     for noisy in ("apscheduler", "alembic", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        drafts = dict(_pair(text, "draft_version") for text in draft_version or ())
-        upstreams = tuple(Upstream.parse(text) for text in upstream)
-        unknown = sorted(set(drafts) - {u.name for u in upstreams})
-        if unknown:
-            raise ProxyConfigError("draft_version", f"no pool named {unknown[0]}")
-        upstreams = tuple(Upstream(u.name, u.url, drafts.get(u.name)) for u in upstreams)
-        rules = tuple(DomainRule.parse(text) for text in domain_rule or ())
-        names = {u.name for u in upstreams}
-        chosen = policy or ("pool-cap+switch" if "off" in names and len(names) > 1 else "pool-cap")
-        # Every K a pool may run, named or reported by its engine (/props): the policy must know each arm.
-        kmax = MAX_LOOKAHEAD
-        sidecar = cfg.load(None, {"db": db, "pod": pod, "policy": chosen, "kmax": kmax,
-                                  "sample_prompts": sample_prompts})
-        options = ProxyConfig(upstreams, rules, host=host, port=port, admin_host=admin_host, admin_port=admin_port,
-                              sidecar=sidecar, health_seconds=health_seconds, connect_seconds=connect_timeout,
-                              read_seconds=read_timeout, header_seconds=header_timeout,
-                              drain_seconds=drain_seconds, shutdown_seconds=shutdown_seconds,
-                              hash_models=hash_models, default_pool=default_pool)
+        options = proxy_config(upstream, domain_rule or (), draft_version or (), db=db, pod=pod, policy=policy,
+                               sample_prompts=sample_prompts, host=host, port=port, admin_host=admin_host,
+                               admin_port=admin_port, health_seconds=health_seconds, connect_seconds=connect_timeout,
+                               read_seconds=read_timeout, header_seconds=header_timeout, drain_seconds=drain_seconds,
+                               shutdown_seconds=shutdown_seconds, hash_models=hash_models, default_pool=default_pool)
         runtime = build(options)
-    except (ProxyConfigError, DomainError, cfg.ConfigError) as exc:
+    except (ProxyConfigError, DomainError, ConfigError) as exc:
         raise fail(f"config: {exc}")
     except StoreError as exc:
         raise fail(str(exc))
@@ -109,12 +96,3 @@ def proxy(
     except ListenError as exc:
         raise fail(str(exc))
     raise typer.Exit(code)
-
-
-def _pair(text: str, option: str) -> tuple[str, str]:
-    from agent.proxy.config import ProxyConfigError
-
-    name, sep, value = text.partition("=")
-    if not sep or not name or not value:
-        raise ProxyConfigError(option, f"write NAME=VALUE, got {text!r}")
-    return name.strip(), value.strip()

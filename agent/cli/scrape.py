@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import logging
-import signal
-import threading
-from contextlib import contextmanager
 from typing import Annotated, Optional
 
 import typer
 
 from agent.cli.output import errors, fail
-from specwatch_core import settings
 
 EXAMPLE = (
     "Example: specwatch scrape --url http://localhost:8000/metrics --domain chat --interval 15 "
@@ -62,69 +58,18 @@ def scrape(
     and --pod as a running sidecar: use --sidecar. SIGTERM or Ctrl-C: stop after the current scrape, flush,
     exit 0.
     """
-    import httpx
-
-    from agent.cli.stats import open_store
-    from agent.scrape.io import fetch, fetch_model
-    from agent.scrape.names import placeholders
-    from agent.scrape.pages import identity
-    from agent.scrape.scraper import PageError, Rejected, Scraper, SidecarSink, StoreSink, run_all
-    from specwatch_core.records import RecordError
-    from storage import StoreError
+    from agent.scrape.run import ScrapeError, ScrapeOptions, scrape as run
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(name)s: %(message)s")
     for noisy in ("httpx", "alembic"):  # a line per request / per migration check
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    engines = [_split_url(u) for u in url]
-    for name, _ in engines:
-        template = name or domain
-        if template is None:
-            raise fail("--domain is required unless every --url is DOMAIN=URL")
-        try:
-            placeholders(template)
-        except ValueError as exc:
-            raise fail(f"--domain {template!r}: {exc}")
-        if not template.strip() or not template.isprintable():
-            raise fail("--domain must be printable, non-empty text")
-    store = None
-    with _stop_on_signals() as stop, httpx.Client(timeout=timeout, follow_redirects=True) as client:
-        if sidecar:
-            sink = SidecarSink(client, sidecar, settings.token())
-        else:
-            store = open_store(db, migrate_schema=True)
-            sink = StoreSink(store)
-
-        def identify_at(page_url):
-            def identify(engine):
-                source = identity(engine)
-                return fetch_model(client, page_url, *source) if source else None
-            return identify
-
-        targets = [(Scraper(sink, domain=name or domain, target_version=target_version,
-                            draft_version=draft_version, pod=pod or settings.pod(), url=u,
-                            several_urls=len(engines) > 1, identify=identify_at(u)),
-                    lambda u=u: fetch(client, u)) for name, u in engines]
-        try:
-            written = run_all(targets, interval=interval, once=once, stop=stop, report=_report)
-        except PageError as exc:
-            raise fail(str(exc))
-        except (RecordError, Rejected, StoreError) as exc:
-            raise fail(str(exc))
-        except httpx.HTTPError as exc:  # --once
-            raise fail(f"{_where(exc, url[0])}: {exc}")
-        finally:
-            if store is not None:
-                store.close()
-    what = f"domain {domain!r}" if domain and all(n is None for n, _ in engines) else f"{len(engines)} engine(s)"
-    errors.print(f"recorded {written} steps of {what}", highlight=False)
-
-
-def _split_url(value: str) -> tuple[str | None, str]:
-    """(domain, url) of ``DOMAIN=URL``; (None, url) of a plain URL."""
-    name, sep, rest = value.partition("=")
-    if sep and "://" in rest and "/" not in name and ":" not in name:
-        return name, rest
-    return None, value
+    options = ScrapeOptions(tuple(url), domain=domain, interval=interval, once=once, db=db, sidecar=sidecar,
+                            target_version=target_version, draft_version=draft_version, pod=pod, timeout=timeout)
+    try:
+        written = run(options, report=_report)
+    except ScrapeError as exc:
+        raise fail(str(exc))
+    errors.print(f"recorded {written} steps of {options.what}", highlight=False)
 
 
 def _report(result) -> None:
@@ -132,22 +77,3 @@ def _report(result) -> None:
         where = f"{result.url}: " if result.url else ""
         errors.print(where + f"{result.records} steps" + "".join(f"; {note}" for note in result.notes),
                      highlight=False)
-
-
-def _where(exc, default: str) -> str:
-    try:
-        return str(exc.request.url)
-    except (AttributeError, RuntimeError):  # httpx raises when the error carries no request
-        return default
-
-
-@contextmanager
-def _stop_on_signals():
-    """An Event set by SIGTERM or SIGINT while inside; the previous handlers come back after."""
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

@@ -153,7 +153,8 @@ class Demo:
 
     def _open(self) -> None:
         from agent.hub.sidecar import Sidecar
-        from agent.runtime.jobs import Intervals, Jobs
+        from agent.runtime.jobs import Jobs
+        from agent.runtime.options import Intervals
         from alerts.manager import AlertManager
         from alerts.metrics.export import Metrics
         from alerts.sinks import LogSink

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Group
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from agent.demo.plan import PHASES, SHORT
 from agent.demo.tally import Cell, Tally
+from agent.runtime.times import iso
 
 
 def _pct(x: float | None) -> str:
@@ -94,3 +95,32 @@ def summary_rows(tally: Tally, domains: list[str]) -> list[dict]:
                              "plain_step_share": c.plain_share, "tokens_per_second": c.tps,
                              "target_only_tokens_per_second": c.ref_tps, "speedup": c.speedup})
     return rows
+
+
+def result_json(result, domains: list[str]) -> dict:
+    """The whole result as JSON: the summary rows, versions, pod, re-distillation, alerts, the hot path and
+    the command that draws the run."""
+    return {"rows": summary_rows(result.tally, domains), "versions": result.versions, "pod": result.pod,
+            "distill": result.distill, "alerts": [a.to_dict() for a in result.alerts], "hot_path": result.hot_path,
+            "plot_command": result.plot_command()}
+
+
+def print_result(out: Console, result, domains: list[str]) -> None:
+    """The summary table, the alerts raised, the sidecar's hot path, the time taken and how to draw the run."""
+    out.print(summary(result.tally, domains))
+    if result.alerts:
+        out.print(f"[bold]alerts raised during the run[/] (specwatch alerts --db {result.db} --state all --since "
+                  f"{iso(result.started)}):", highlight=False)
+        for a in result.alerts:
+            out.print(f"  {a.labels['alertname']:<20} {a.labels.get('domain', ''):<6} {a.state:<8} "
+                      f"{a.annotations.get('summary', '')}", highlight=False)
+    if result.hot_path:
+        h = result.hot_path
+        worker = h["worker_cpu_us_per_step"]
+        out.print(f"sidecar hot path on the decoding thread (record + decide): median {h['median_us']:.1f} us, "
+                  f"p99 {h['p99_us']:.1f} us over {h['steps']} steps"
+                  + ("" if worker is None else f"; the ingest worker spent {worker:.1f} us of CPU per step"),
+                  highlight=False)
+    out.print(f"took {result.ended - result.started:.0f} s; every step is in {result.db} (pod {result.pod}).")
+    out.print("Draw the run:")
+    out.print(f"  {result.plot_command()}", highlight=False, soft_wrap=True)

@@ -14,7 +14,8 @@ from agent.hub.warm import arm_history
 from policies.base import ArmStats
 from policies.goodput import backed_out_acceptance
 from policies.rollout import StepCost, fitted_verify
-from storage import Store
+from specwatch_core import settings
+from storage import Store, StoreError
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,22 @@ class History:
     domains: dict[str, Before]
     cost: StepCost | None  # measured, over every domain; None without timed speculative steps
     note: str = ""
+
+
+def stored_history(db: str | None, draft_version: str, target_version: str | None, since: float, now: float,
+                   kmax: int) -> History:
+    """``current_history`` from the store at ``db``; without ``db`` (the default database) a missing database
+    is no history, not an error."""
+    try:
+        store = Store.open(db or settings.db_url(), migrate_schema=False)
+    except StoreError as exc:
+        if db is not None:
+            raise
+        return History(target_version, draft_version, {}, None, f"no history: {exc}")
+    try:
+        return current_history(store, draft_version, target_version, since, now, kmax)
+    finally:
+        store.close(flush=False)
 
 
 def current_history(store: Store, draft_version: str, target_version: str | None, since: float, now: float,

@@ -46,6 +46,22 @@ class GuardReport:
         """Domains that would fall below break-even (the gate fails on any)."""
         return [d.domain for d in self.domains if d.verdict.below_break_even]
 
+    def gate(self, strict: bool = False) -> list[str]:
+        """Domains that fail the rollout gate: those below break-even and, ``strict``, those to re-distill
+        first."""
+        return self.failed + ([d.domain for d in self.domains if d.verdict.verdict == "redistill"] if strict else [])
+
+    def gate_message(self, gate: list[str]) -> str:
+        """The line that says which domains failed ``gate`` and why."""
+        failed = ", ".join(f"{d.domain} ({d.verdict.action})" for d in self.domains if d.domain in gate)
+        return f"gate failed: {failed}"
+
+    @property
+    def title(self) -> str:
+        """The versions compared and the step cost's ratio c and source, over the report's table."""
+        return (f"draft {self.draft_version} against target {self.target_version} (now "
+                f"{self.history.target_version or '?'}); c {self.cost.ratio:.2f} ({self.cost_source})")
+
     def rows(self) -> list[dict]:
         return [d.row() for d in self.domains]
 

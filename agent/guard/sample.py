@@ -20,6 +20,20 @@ class SampleError(ValueError):
     """The prompt file cannot be read; the message names the file and the offending entry."""
 
 
+def target_encoder(folder: Path) -> Encode:
+    """Text prompts are encoded with the target's tokenizer, loaded only when a prompt is text."""
+    loaded = []
+
+    def encode(text: str) -> list[int]:
+        if not loaded:
+            from transformers import AutoTokenizer
+
+            loaded.append(AutoTokenizer.from_pretrained(folder))
+        return loaded[0](text, add_special_tokens=False)["input_ids"]
+
+    return encode
+
+
 def load_sample(path: str | Path, encode: Encode) -> dict[str, list[list[int]]]:
     """Token ids per domain, in file order; domains without a prompt are left out."""
     path = Path(path)

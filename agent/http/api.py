@@ -26,11 +26,12 @@ from agent.http import idempotency
 from agent.http.api_models import AlertOut, AlertsOut, DecisionOut, GenerateIn, GenerateOut, Problem, StepsAccepted, \
     StepsIn
 from agent.http.auth import MESSAGE, TokenGate, bearer_of, token_ok
-from agent.http.limits import Busy, GenerateGate, IngestGate, Limits, Refusals
+from agent.http.limits import Busy, GenerateGate, IngestGate, Refusals
 from agent.http.readiness import Readiness
 from agent.http.strict_json import BadJSON, StrictJSONRoute
 from agent.hub.sidecar import Sidecar
 from agent.runtime.generator import Generator, ModelsUnavailable
+from agent.runtime.options import Limits
 from agent.runtime.prompt_sampler import NDJSON, OFF, PromptSampler
 from specwatch_core.records import RecordError
 from storage import StoreError

@@ -1,12 +1,12 @@
 """What the API refuses rather than queue without bound: ingest while the store cannot take more, and
 POST /v1/generate beyond its concurrency and queue. A refusal is a ``Busy`` (503 or 429 with Retry-After),
-counted in the registry /metrics exports; nothing from a refused request is kept."""
+counted in the registry /metrics exports; nothing from a refused request is kept. The bounds are a
+``Limits`` (agent/runtime/options.py), as the sidecar's configuration hands them out."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -14,29 +14,9 @@ import anyio.to_thread
 from prometheus_client import CollectorRegistry, Counter
 
 from agent.hub.ingest import IngestFull
+from agent.runtime.options import Limits
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """``max_unwritten``: store window rows not yet written (the database away) above which ingest is
-    refused; ``generate_concurrency`` decodes at once, ``generate_queue`` more may wait for a turn;
-    ``retry_after``: seconds a refused client is told to wait; ``idempotency_entries``: see
-    agent/http/idempotency.py."""
-
-    max_unwritten: int = 200_000
-    generate_concurrency: int = 2
-    generate_queue: int = 8
-    retry_after: int = 1
-    idempotency_entries: int = 16_384
-
-    def __post_init__(self) -> None:
-        for name, low in (("max_unwritten", 1), ("generate_concurrency", 1), ("generate_queue", 0),
-                          ("retry_after", 1), ("idempotency_entries", 1)):
-            value = getattr(self, name)
-            if type(value) is not int or value < low:
-                raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
 
 
 class Busy(Exception):

@@ -17,7 +17,6 @@ from typing import Any
 import uvicorn
 
 from agent.http.api import create_app
-from agent.http.limits import Limits
 from agent.http.timeouts import timed_h11
 from agent.hub.sidecar import Sidecar
 from agent.ring.reader import RingCollector, RingReader
@@ -73,11 +72,9 @@ def build(config: SidecarConfig, *, background: bool = True) -> Runtime:
     ring = RingReader(sidecar, config.ring) if config.ring else None
     if ring is not None and wired.registry is not None:
         wired.registry.register(RingCollector(ring))
-    limits = Limits(max_unwritten=config.max_unwritten, generate_concurrency=config.generate_concurrency,
-                    generate_queue=config.generate_queue, idempotency_entries=config.idempotency_entries)
-    app = create_app(sidecar, token=config.token, body_limit=config.body_limit, generator=gen,
+    app = create_app(sidecar, token=config.token, body_limit=config.connections.body_limit, generator=gen,
                      models_configured=config.models_configured, max_new_tokens=config.max_new_tokens, ring=ring,
-                     auth=config.auth, limits=limits,
+                     auth=config.auth, limits=config.limits,
                      sampler=live_sample(config.sample_prompts, config.token, "/v1/sample"))
     return Runtime(wired, gen, app, ring)
 
@@ -103,7 +100,9 @@ def uvicorn_config(config: SidecarConfig, app: Any, drain: float | None = None) 
     root logger's redacting handlers."""
     # loop="asyncio": the serve process's timeouts and limits were built and tested on asyncio's loop;
     # uvicorn's "auto" would switch to uvloop now that the proxy brings it in.
+    connections = config.connections
     return uvicorn.Config(app, host=config.host, port=config.port, lifespan="off", access_log=False, loop="asyncio",
-                          log_level="info", log_config=None, http=timed_h11(config.read_timeout),
-                          timeout_keep_alive=config.keepalive_seconds, limit_concurrency=config.max_connections,
+                          log_level="info", log_config=None, http=timed_h11(connections.read_timeout),
+                          timeout_keep_alive=connections.keepalive_seconds,
+                          limit_concurrency=connections.max_connections,
                           timeout_graceful_shutdown=drain or Shutdown.within(config.shutdown_seconds).drain)

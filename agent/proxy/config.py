@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from agent.runtime.config import SidecarConfig
+from agent.runtime.config import SidecarConfig, load as load_sidecar_config
 from agent.proxy.domains import DomainRule
 from storage.counts import MAX_LOOKAHEAD
 
@@ -139,3 +141,33 @@ class ProxyConfig:
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+
+def proxy_config(upstream: Sequence[str], domain_rule: Sequence[str] = (), draft_version: Sequence[str] = (), *,
+                 db: str | None = None, pod: str | None = None, policy: str | None = None,
+                 sample_prompts: int | None = None, **options: Any) -> ProxyConfig:
+    """The ProxyConfig of `specwatch proxy`'s flags: pools from ``NAME=URL`` texts, each pool's draft version
+    from ``NAME=VERSION`` ones, domain rules from theirs; the in-process sidecar's options from SPECWATCH_*
+    (agent/runtime/config.py) under ``db``, ``pod``, ``policy`` (default pool-cap+switch with an off pool
+    among others, else pool-cap) and ``sample_prompts``; ``options``: ProxyConfig's own fields.
+    ProxyConfigError, DomainError or ConfigError naming the bad option."""
+    drafts = dict(_pair(text, "draft_version") for text in draft_version)
+    upstreams = tuple(Upstream.parse(text) for text in upstream)
+    unknown = sorted(set(drafts) - {u.name for u in upstreams})
+    if unknown:
+        raise ProxyConfigError("draft_version", f"no pool named {unknown[0]}")
+    upstreams = tuple(Upstream(u.name, u.url, drafts.get(u.name)) for u in upstreams)
+    rules = tuple(DomainRule.parse(text) for text in domain_rule)
+    names = {u.name for u in upstreams}
+    chosen = policy or ("pool-cap+switch" if "off" in names and len(names) > 1 else "pool-cap")
+    # Every K a pool may run, named or reported by its engine (/props): the policy must know each arm.
+    sidecar = load_sidecar_config(None, {"db": db, "pod": pod, "policy": chosen, "kmax": MAX_LOOKAHEAD,
+                                         "sample_prompts": sample_prompts})
+    return ProxyConfig(upstreams, rules, sidecar=sidecar, **options)
+
+
+def _pair(text: str, option: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise ProxyConfigError(option, f"write NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from agent.ring.layout import check_name
+from agent.runtime.options import Connections, Domains, Intervals, Limits
 from specwatch_core import settings
 from storage.config import StoreConfig
 from storage.counts import MAX_LOOKAHEAD
@@ -19,24 +20,6 @@ from storage.engine import Timeouts
 KIT_TARGETS = ("v1", "v2")
 RETAIN = ("retain_windows", "retain_minutes", "retain_hours", "retain_days")
 AUTH_MODES = ("ingest", "all")
-
-
-@dataclass(frozen=True)
-class Intervals:
-    """Seconds between runs of each scheduler job (agent/runtime/jobs.py)."""
-
-    flush: float = 1.0
-    rollup: float = 60.0
-    prune: float = 3600.0
-    refit: float = 1.0
-    alerts: float = 15.0
-    domains: float = 30.0
-    fleet: float = 300.0
-
-    def __post_init__(self) -> None:
-        for name, value in vars(self).items():
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name}: interval must be a positive number of seconds, got {value!r}")
 
 
 class ConfigError(ValueError):
@@ -50,7 +33,10 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SidecarConfig:
-    """Options of the sidecar process. Intervals are seconds; ``body_limit`` is bytes.
+    """Options of the sidecar process. Intervals are seconds; ``body_limit`` is bytes. The options are flat
+    here, as the configuration file, SPECWATCH_* variables and flags name them; the parts of the sidecar take
+    them in groups (agent/runtime/options.py): ``intervals``, ``db_timeouts``, ``connections``, ``limits``,
+    ``domains`` and ``store_config()``.
 
     - ``policy``: a policies.registry name; the policy benchmark's best, behind the on/off switch, by default.
     - ``kmax``: the largest lookahead K (1..64; the store counts per-position acceptance for K up to 32).
@@ -93,9 +79,9 @@ class SidecarConfig:
     policy: str = "confidence-stop+switch"
     kmax: int = 8
     seed: int | None = None
-    max_domains: int = 32
+    max_domains: int = Domains.max_domains
     token: str | None = None
-    body_limit: int = 4 * 1024 * 1024
+    body_limit: int = Connections.body_limit
     kit: str | None = None
     kit_target: str = "v1"
     target_dir: str | None = None
@@ -105,27 +91,27 @@ class SidecarConfig:
     webhook_url: str | None = None
     max_new_tokens: int = 1024
     warm_lookback: float = 86_400.0
-    flush_seconds: float = 1.0
-    rollup_seconds: float = 60.0
-    prune_seconds: float = 3600.0
-    refit_seconds: float = 1.0
-    alerts_seconds: float = 15.0
+    flush_seconds: float = Intervals.flush
+    rollup_seconds: float = Intervals.rollup
+    prune_seconds: float = Intervals.prune
+    refit_seconds: float = Intervals.refit
+    alerts_seconds: float = Intervals.alerts
     shutdown_seconds: float = 8.0
     ring: str | None = None
     auth: str = "ingest"
     db_connect_seconds: float = 5.0
     db_statement_seconds: float = 30.0
     db_pool_seconds: float = 5.0
-    max_unwritten: int = 200_000
-    generate_concurrency: int = 2
-    generate_queue: int = 8
-    read_timeout: float = 15.0
-    keepalive_seconds: float = 5.0
-    max_connections: int = 1024
-    idempotency_entries: int = 16_384
-    domain_idle_seconds: float = 3600.0
-    domains_seconds: float = 30.0
-    fleet_seconds: float = 300.0
+    max_unwritten: int = Limits.max_unwritten
+    generate_concurrency: int = Limits.generate_concurrency
+    generate_queue: int = Limits.generate_queue
+    read_timeout: float = Connections.read_timeout
+    keepalive_seconds: float = Connections.keepalive_seconds
+    max_connections: int = Connections.max_connections
+    idempotency_entries: int = Limits.idempotency_entries
+    domain_idle_seconds: float = Domains.idle_seconds
+    domains_seconds: float = Intervals.domains
+    fleet_seconds: float = Intervals.fleet
     sample_prompts: int = 0
     retain_windows: int = StoreConfig.retain_windows
     retain_minutes: int = StoreConfig.retain_minutes
@@ -213,6 +199,23 @@ class SidecarConfig:
     def db_timeouts(self) -> Timeouts:
         """How long a database connect, statement and wait for a pooled connection may take."""
         return Timeouts(self.db_connect_seconds, self.db_statement_seconds, self.db_pool_seconds)
+
+    @property
+    def connections(self) -> Connections:
+        """What one client of the HTTP server may send and hold."""
+        return Connections(self.body_limit, self.read_timeout, self.keepalive_seconds, self.max_connections)
+
+    @property
+    def limits(self) -> Limits:
+        """What the HTTP API refuses rather than queue: ingest above ``max_unwritten``, generate requests
+        beyond their concurrency and queue; and the Idempotency-Key answers it remembers."""
+        return Limits(max_unwritten=self.max_unwritten, generate_concurrency=self.generate_concurrency,
+                      generate_queue=self.generate_queue, idempotency_entries=self.idempotency_entries)
+
+    @property
+    def domains(self) -> Domains:
+        """How many domains are kept apart, and how long an idle one stays in memory."""
+        return Domains(self.max_domains, self.domain_idle_seconds)
 
     def store_config(self, kmax: int | None = None, bound_unwritten: bool = False) -> StoreConfig:
         """The store's limits and retention for this sidecar (``kmax``: instead of the policy's;

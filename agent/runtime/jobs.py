@@ -24,7 +24,7 @@ from typing import Any, Callable
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from agent.hub.sidecar import Sidecar
-from agent.runtime.config import Intervals
+from agent.runtime.options import Intervals
 from agent.runtime.fleet import check_fleet
 
 log = logging.getLogger(__name__)

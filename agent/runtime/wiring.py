@@ -76,9 +76,10 @@ def wire(config: SidecarConfig, *, background: bool = True, kmax: int | None = N
                        timeouts=config.db_timeouts, wait=wait_for_database)
     try:
         watch, alerts, metrics = components(config, store)
+        domains = config.domains
         sidecar = Sidecar(store, make(config.policy, config.kmax, config.seed), watch=watch, alerts=alerts,
-                          metrics=metrics, pod=config.pod, max_domains=config.max_domains, background=background,
-                          domain_idle_seconds=config.domain_idle_seconds, cap_stored_domains=cap_stored_domains)
+                          metrics=metrics, pod=config.pod, max_domains=domains.max_domains, background=background,
+                          domain_idle_seconds=domains.idle_seconds, cap_stored_domains=cap_stored_domains)
         wired = Wired(config, sidecar, Jobs(sidecar, config.intervals, fleet=fleet_check()))
         if alerts is not None:
             store.when_ready(alerts.load)
@@ -120,7 +121,7 @@ def components(config: SidecarConfig, store: Store) -> tuple[Watch | None, Alert
     if _exists("alerts.metrics.export"):
         from alerts.metrics.export import Metrics
 
-        metrics = Metrics(max_domains=config.max_domains)
+        metrics = Metrics(max_domains=config.domains.max_domains)
     return watch, alerts, metrics
 
 

@@ -15,7 +15,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from agent.http.api import create_app
-from agent.http.limits import Limits
+from agent.runtime.options import Limits
 from agent.hub.ingest import Ingest
 from served import free_port
 from api_helpers import stored_steps

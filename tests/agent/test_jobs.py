@@ -9,7 +9,8 @@ import time
 import pytest
 
 from agent.hub.sidecar import Sidecar
-from agent.runtime.jobs import Intervals, Jobs
+from agent.runtime.jobs import Jobs
+from agent.runtime.options import Intervals
 from policies.base import Decision, Policy
 from policies.registry import make
 from sidecar_fakes import FakeAlerts, open_store, step
