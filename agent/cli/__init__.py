@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import warnings
 
 import typer
 
@@ -83,9 +82,6 @@ def main() -> None:
 
         memory.restart_with_system_allocator()
     logging.getLogger("transformers").setLevel(logging.ERROR)
-    # transformers 5 deprecates the past_key_values argument the decoder passes (the only one that works from
-    # 4.46 on): one warning per call site on a user's screen, nothing they can act on.
-    warnings.filterwarnings("ignore", message=r".*`past_key_values` is deprecated", category=FutureWarning)
     _register()
     app()
 

@@ -228,11 +228,19 @@ class _State:
 def forward(model, feed: list[int], cache, keep: int):
     """Run ``feed`` on top of ``cache``; return logits of the last ``keep`` positions and the cache."""
     input_ids = torch.tensor([feed], dtype=torch.long, device=model.device)
-    kwargs = {"past_key_values": cache, "use_cache": True}
+    name = cache_argument(model)
+    kwargs = {name: cache, "use_cache": True}
     if _has_parameter(type(model), "forward", "logits_to_keep"):
         kwargs["logits_to_keep"] = keep
     out = model(input_ids=input_ids, **kwargs)
-    return out.logits, out.past_key_values
+    return out.logits, getattr(out, name)
+
+
+def cache_argument(model) -> str:
+    """The name the model's forward takes (and its output returns) the KV cache by: ``cache`` in current
+    transformers, where the older ``past_key_values`` still works but warns on every call; that one elsewhere
+    (transformers 4.x, a wrapper with the old signature)."""
+    return "cache" if _has_parameter(type(model), "forward", "cache") else "past_key_values"
 
 
 @functools.cache

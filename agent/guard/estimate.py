@@ -28,7 +28,7 @@ import torch
 from transformers import StaticCache
 
 from agent.decoding import sampling
-from agent.decoding.decoder import max_positions, model_device
+from agent.decoding.decoder import cache_argument, max_positions, model_device
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,8 @@ def _continue(target, ids: torch.Tensor, mask: torch.Tensor, n: int, params: sam
     positions = _positions(mask)
     width = ids.shape[1]
     cache = _static_cache(target, ids.shape[0], width + n)
-    out = target(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+    kv = cache_argument(target)
+    out = target(input_ids=ids, attention_mask=mask, position_ids=positions, **{kv: cache},
                  cache_position=torch.arange(width, device=ids.device), use_cache=True)
     logits, tokens = [], []
     for step in range(n):
@@ -126,7 +127,7 @@ def _continue(target, ids: torch.Tensor, mask: torch.Tensor, n: int, params: sam
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
         positions = positions[:, -1:] + 1
         out = target(input_ids=token.unsqueeze(1), attention_mask=mask, position_ids=positions,
-                     past_key_values=cache, cache_position=torch.tensor([width + step], device=ids.device),
+                     **{kv: cache}, cache_position=torch.tensor([width + step], device=ids.device),
                      use_cache=True)
     return torch.stack(logits, dim=1), torch.stack(tokens, dim=1)
 
