@@ -73,7 +73,7 @@ def ask(client: httpx.Client, url: str, domain: str, messages: list, tokens: int
     answer.raise_for_status()
     t = answer.json()["timings"]
     return {"n": t["predicted_n"], "wall": wall, "engine": (t.get("prompt_ms", 0) + t.get("predicted_ms", 0)) / 1000,
-            "drafted": t.get("draft_n", 0),
+            "prompt": t.get("prompt_ms", 0) / 1000, "drafted": t.get("draft_n", 0),
             "accepted": t.get("draft_n_accepted", 0), "pool": answer.headers.get("x-specwatch-pool", "")}
 
 

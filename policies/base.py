@@ -52,6 +52,7 @@ class _OutcomeFields(NamedTuple):
     steps: int = 1
     seconds: float = 0.0
     drafted: int = 0
+    prompt_seconds: float = 0.0
 
 
 class Outcome(_OutcomeFields):
@@ -59,7 +60,8 @@ class Outcome(_OutcomeFields):
     StepRecord (or anything with its attribute names). ``seconds`` is the step time (default draft_seconds
     + verify_seconds; from a record whose engine does not split them, its ``seconds``, the unsplit part
     counted as verify time as storage keeps it, so draft + verify = seconds), ``drafted`` the drafted tokens
-    (default lookahead * steps). Rewards are goodput, emitted / seconds, one observation per outcome
+    (default lookahead * steps), ``prompt_seconds`` the time the engine spent on the request's prompt before
+    its steps (0 when unknown; not step time). Rewards are goodput, emitted / seconds, one observation per outcome
     whatever its size. An aggregate (``aggregate``) has no per-position fields. A named tuple: immutable
     like a frozen dataclass, and several times cheaper to build on the hot path."""
 
@@ -67,11 +69,13 @@ class Outcome(_OutcomeFields):
 
     def __new__(cls, lookahead: int, accepted: int, emitted: int, draft_seconds: float, verify_seconds: float,
                 accepted_mask: tuple[int, ...] | None = None, draft_confidence: tuple[float, ...] | None = None,
-                steps: int = 1, seconds: float | None = None, drafted: int | None = None) -> "Outcome":
+                steps: int = 1, seconds: float | None = None, drafted: int | None = None,
+                prompt_seconds: float | None = None) -> "Outcome":
         return tuple.__new__(cls, (lookahead, accepted, emitted, draft_seconds, verify_seconds, accepted_mask,
                                    draft_confidence, steps,
                                    draft_seconds + verify_seconds if seconds is None else seconds,
-                                   lookahead * steps if drafted is None else drafted))
+                                   lookahead * steps if drafted is None else drafted,
+                                   0.0 if prompt_seconds is None else prompt_seconds))
 
     @property
     def aggregate(self) -> bool:
@@ -84,13 +88,15 @@ class Outcome(_OutcomeFields):
             return step
         mask, conf = getattr(step, "accepted_mask", None), getattr(step, "draft_confidence", None)
         seconds, drafted = getattr(step, "seconds", None), getattr(step, "drafted", None)
+        prompt = getattr(step, "prompt_seconds", None)
         draft, verify = float(step.draft_seconds), float(step.verify_seconds)
         if seconds is not None:  # time the engine did not split counts as verify time, as storage keeps it
             verify = max(verify, float(seconds) - draft)
         return cls(int(step.lookahead), int(step.accepted), int(step.emitted), draft, verify,
                    tuple(mask) if mask is not None else None,
                    tuple(conf) if conf is not None else None, int(getattr(step, "steps", 1)),
-                   None if seconds is None else float(seconds), None if drafted is None else int(drafted))
+                   None if seconds is None else float(seconds), None if drafted is None else int(drafted),
+                   None if prompt is None else float(prompt))
 
 
 @dataclass(frozen=True, slots=True)

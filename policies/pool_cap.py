@@ -18,8 +18,11 @@ step) (``capped_goodput``). The policy picks the largest upper bound: the accept
 and left once it is clearly slower. A domain with no evidence yet goes to the engine's default pool when
 one is named (``prefer``: llama.cpp's --spec-default pool, say) instead of paying to explore. A pool no
 request has measured yet is bounded by every drafted token accepted at the cheapest measured cost, and
-tried once, in the slowest domain (``_leaves_trying``): ``off`` is then never tried where speculation runs
-well above a plain step, and the others are predicted everywhere from that one try.
+tried once, in the domain whose requests run slowest from first byte of work to last (``_leaves_trying``):
+``off`` is then never tried where speculation runs well above a plain step, and the others are predicted
+everywhere from that one try. "Slowest" counts the prompt's evaluation (the records' ``prompt_seconds``):
+a try costs a request its extra step time, and the share of the domain's speed that costs is smaller where
+each request also evaluates a long prompt.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Iterable, Sequence
 
 from policies.arms import arm_of, restricted
 from policies.base import ArmStats, Decision, Outcome, Policy
+from policies.estimates import DecayingSums
 from policies.goodput import capped_goodput
 from policies.pool_cost import PoolCosts
 from policies.pool_rates import RateTable
@@ -82,8 +86,9 @@ class PoolCap(Policy):
     def _clear(self) -> None:
         self._costs = PoolCosts(self.cost_halflife)
         self._rates = RateTable(self.halflife, self.cell_spread, self.domain_spread, self.jump)
-        self._best: dict[str, tuple[float, int]] = {}  # domain -> (best known goodput, at choice)
-        self._chooses = 0
+        self._best: dict[str, tuple[float, int]] = {}  # domain -> (whole-request speed at its best, at choice)
+        self._prompts: dict[str, DecayingSums] = {}  # domain -> prompt seconds per emitted token, per request
+        self._chooses = self._updates = 0
 
     def restrict(self, arms: Iterable[int]) -> "PoolCap":
         """Choose only among ``arms`` (the lookaheads of the pools that are up) from now on."""
@@ -130,24 +135,35 @@ class PoolCap(Policy):
             return self.decision(k, f"pool-cap: nothing is measured yet, K={k} at random")
         self._chooses += 1
         known = [s[0] for _, s in scored if s[0] is not None]
-        best = max(known) if known else 0.0
-        self._best[domain] = (best, self._chooses)
-        if known and self._leaves_trying(domain, best):
+        speed = self.request_speed(domain, max(known)) if known else 0.0
+        self._best[domain] = (speed, self._chooses)
+        if known and self._leaves_trying(domain, speed):
             scored = [(k, s) for k, s in scored if s[0] is not None]
         k, (mean, bound) = max(scored, key=lambda pair: (pair[1][1], -pair[0]))  # the smaller K on ties
         if mean is None:
             return self.decision(k, f"pool-cap: K={k} is not measured yet (bound {bound:.0f} tok/s)")
         return self.decision(k, f"pool-cap: K={k} predicts {mean:.0f} tok/s (bound {bound:.0f})")
 
-    def _leaves_trying(self, domain: str, best: float) -> bool:
+    def request_speed(self, domain: str, goodput: float) -> float:
+        """Tokens per second of a whole request of ``domain`` whose steps run at ``goodput``: with p its
+        prompt seconds per emitted token (measured over its requests, 0 where the engine reports none),
+        1 / (p + 1 / goodput). A copy domain at 80 tok/s of steps whose prompts take 10 ms a token answers at
+        1 / (0.010 + 0.0125) = 44 tok/s; a chat domain at 70 tok/s with 1 ms a token at 65."""
+        sums = self._prompts.get(domain)
+        p = 0.0 if sums is None else sums.ratio(self._updates)
+        return 1.0 / (p + 1.0 / goodput) if goodput > 0 else 0.0
+
+    def _leaves_trying(self, domain: str, speed: float) -> bool:
         """Whether ``domain`` leaves pools no request has measured to another domain: one seen in the last
-        ``EXPLORE_WINDOW`` choices runs slower at its best known pool, or (none placed yet) this domain has
-        fewer than ``THIN`` requests. Such a pool is tried in the slowest domain: a try that disappoints
-        costs a domain whose best runs at 140 tok/s more than one whose best runs at 60 (at 40 tok/s, the
-        first loses 71% of that request's speed, the second 33%); once measured, it is predicted everywhere."""
+        ``EXPLORE_WINDOW`` choices answers slower at its best known pool (``request_speed``), or (none placed
+        yet) this domain has fewer than ``THIN`` requests. Such a pool is tried in the slowest domain: a try
+        that disappoints costs a domain whose best answers at 140 tok/s more than one whose best answers at
+        60 (at 40 tok/s of steps, the first loses 71% of that request's speed, the second 33%); once
+        measured, it is predicted everywhere."""
         since = self._chooses - EXPLORE_WINDOW
-        others = [speed for other, (speed, at) in self._best.items() if other != domain and at >= since]
-        return min(others) < best if others else self._rates.evidence(domain) < THIN
+        others = [other_speed for other, (other_speed, at) in self._best.items()
+                  if other != domain and at >= since]
+        return min(others) < speed if others else self._rates.evidence(domain) < THIN
 
     def update(self, domain: str, outcome: Outcome) -> "PoolCap":
         """Learn from one request (or step); untimed ones and lookaheads outside 0..kmax carry nothing."""
@@ -158,6 +174,11 @@ class PoolCap(Policy):
         accepted = float(min(max(outcome.accepted, 0), drafted))
         self._costs.add(k, float(steps), drafted, seconds)
         self._rates.add(domain, k, float(steps), accepted, drafted)
+        prompts = self._prompts.get(domain)
+        if prompts is None:
+            prompts = self._prompts[domain] = DecayingSums(self.halflife)
+        self._updates += 1
+        prompts.add(self._updates, max(outcome.prompt_seconds, 0.0), float(outcome.emitted))
         return self
 
     def warm_start(self, domain: str, history: Sequence[ArmStats]) -> "PoolCap":
@@ -187,6 +208,7 @@ class PoolCap(Policy):
     def forget(self, domain: str) -> "PoolCap":
         self._rates.forget(domain)
         self._best.pop(domain, None)
+        self._prompts.pop(domain, None)
         return self
 
     def __repr__(self) -> str:

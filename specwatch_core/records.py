@@ -74,11 +74,14 @@ class StepRecord:
     request_id: str | None = None
     # Aggregates (module docstring): verification passes folded into this record, drafted tokens in total
     # (None: lookahead * steps), wall seconds of the steps when draft and verify time are not split (then
-    # draft_seconds and verify_seconds may be 0), and the proxy pool that served the request.
+    # draft_seconds and verify_seconds may be 0), the proxy pool that served the request, and the seconds
+    # the engine spent on the prompt before the first step (llama.cpp ``timings.prompt_ms``): not step time,
+    # it tells how much of a request's wall time its steps are.
     steps: int = 1
     drafted: int | None = None
     seconds: float | None = None
     pool: str | None = None
+    prompt_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields; absent optional fields and steps = 1 are left out (old servers read it)."""

@@ -162,7 +162,8 @@ class Sidecar:
             mask, conf = s.accepted_mask, s.draft_confidence
             self.policy.update(key, Outcome(
                 s.lookahead, s.accepted, s.emitted, s.draft_seconds, verify, None if mask is None
-                else tuple(mask), None if conf is None else tuple(conf), s.steps, s.seconds, s.drafted))
+                else tuple(mask), None if conf is None else tuple(conf), s.steps, s.seconds, s.drafted,
+                s.prompt_seconds))
         found = None
         if self.watch is not None:
             found = self.watch.observe(s if key == s.domain else dataclasses.replace(s, domain=key))

@@ -4,7 +4,8 @@ llama.cpp's server ends every completion answer (in streaming: the last chunk ca
 ``predicted_n`` tokens generated in ``predicted_ms``, and when something was drafted ``draft_n`` tokens
 drafted of which ``draft_n_accepted`` were accepted. Each verification pass emits its accepted tokens plus
 one bonus token, so the request took ``predicted_n - draft_n_accepted`` target passes (steps). Time is not
-split between draft and verify: it goes in ``seconds``.
+split between draft and verify: it goes in ``seconds``. The prompt's evaluation before the first step
+(``prompt_ms``) goes in ``prompt_seconds`` when the engine reports it.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ def aggregate(timings: Any, served: Served, timestamp: float) -> StepRecord | No
     steps = emitted - accepted
     if steps < 1:
         raise RecordError("steps", f"predicted_n={emitted} with draft_n_accepted={accepted} leaves no step")
+    prompt_ms = timings.get("prompt_ms")
+    prompt = prompt_ms / 1000.0 if _number(prompt_ms) and prompt_ms >= 0 else None
     record = StepRecord(
         domain=served.domain, lookahead=served.lookahead, accepted=accepted, emitted=emitted,
         draft_seconds=0.0, verify_seconds=0.0, seconds=ms / 1000.0, steps=steps, drafted=drafted,
         pool=served.pool, target_version=served.target_version, draft_version=served.draft_version,
-        timestamp=timestamp, pod=served.pod, request_id=served.request_id)
+        timestamp=timestamp, pod=served.pod, request_id=served.request_id, prompt_seconds=prompt)
     return record.validate()
 
 

@@ -18,6 +18,8 @@ from test_ring import client, name  # noqa: F401 (fixtures)
     ("seconds", StepRecord(**{**step("code", 4, 2, T0).to_dict(), "seconds": 0.5})),
     ("seconds", StepRecord(**{**step("code", 4, 2, T0).to_dict(), "seconds": 0.0})),
     ("pool", StepRecord(**{**step("code", 4, 2, T0).to_dict(), "pool": "k4"})),
+    ("prompt_seconds", StepRecord(**{**step("code", 4, 2, T0).to_dict(), "prompt_seconds": 0.2})),
+    ("prompt_seconds", StepRecord(**{**step("code", 4, 2, T0).to_dict(), "prompt_seconds": 0.0})),
 ])
 def test_an_aggregate_is_refused_with_the_way_to_send_it_and_nothing_is_written(client, name, field, record):
     with pytest.raises(RecordError, match="per-step records only.*POST /v1/steps") as err:

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: b
 from bench.ngram_world import NgramWorld  # noqa: E402
 from bench.pool_world import POOLS, PoolWorld, goodput, run  # noqa: E402
 from policies import registry  # noqa: E402
-from policies.base import ArmStats  # noqa: E402
+from policies.base import ArmStats, Outcome  # noqa: E402
 from policies.pool_cap import PoolCap  # noqa: E402
 from policies.switch import SwitchConfig  # noqa: E402
 from pool_checks import RandomPools, stale_draft_moves_to_off  # noqa: E402
@@ -126,3 +126,39 @@ def test_the_registry_and_the_switch_that_defers_to_it():
 def test_bad_parameters_are_named(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         PoolCap(**kwargs)
+
+
+def _request(domain: str, k: int, prompt: bool) -> Outcome:
+    """64 tokens of ``domain`` on pool ``k``: off steps cost 1/75 s, each drafted token 2 ms more; "long"
+    accepts 3 of k4's 4 drafted tokens a step, "short" 1; k8 (a poor draft) accepts half a token of 8 at
+    60 ms a step. "long" spends 0.6 s on its prompt, "short" 20 ms."""
+    per_step = {0: (0, 0.0, 1 / 75), 4: (4, 3.0 if domain == "long" else 1.0, 1 / 75 + 0.008), 8: (8, 0.5, 0.06)}
+    drafted, accepted, step = per_step[k]
+    steps = round(64 / (1 + accepted))
+    return Outcome(k, round(accepted * steps), 64, 0.0, step * steps, steps=steps, seconds=step * steps,
+                   drafted=drafted * steps,
+                   prompt_seconds=(0.6 if domain == "long" else 0.02) if prompt else None)
+
+
+@pytest.mark.parametrize("prompt", [True, False])
+def test_an_unmeasured_pool_is_tried_where_a_request_loses_the_least_of_its_speed(prompt):
+    # "long" steps faster (k4 accepts 3 a step there) but answers slower: 0.6 s of prompt a request. A try
+    # of k8 costs both about the same seconds, a smaller share of "long"'s: the try goes there. Without the
+    # prompt's time (the records of an engine that reports none) the policy sees only step speeds and sends
+    # the try to "short": the check fails on the policy that ignores prompts.
+    policy = PoolCap(kmax=8, seed=0).restrict([0, 4, 8])
+    for _ in range(3):
+        for d in ("long", "short"):
+            for k in (0, 4):
+                policy.update(d, _request(d, k, prompt))
+    for d in ("long", "short"):
+        policy.choose(d)  # both domains seen: each knows how fast the other answers
+    tried = None
+    for _ in range(20):
+        for d in ("long", "short"):
+            k = policy.choose(d).lookahead
+            policy.update(d, _request(d, k, prompt))
+            if k == 8 and tried is None:
+                tried = d
+    assert policy.request_speed("long", 100.0) < policy.request_speed("short", 100.0) or not prompt
+    assert tried == ("long" if prompt else "short")

@@ -19,6 +19,19 @@ def test_aggregate_folds_the_request_into_one_record():
     assert (r.draft_seconds, r.verify_seconds, r.timestamp, r.request_id, r.pod) == (0.0, 0.0, 5.0, "r", "pod")
 
 
+@pytest.mark.parametrize("prompt_ms, seconds", [(250, 0.25), (0, 0.0), (None, None), (-3, None), ("9", None),
+                                                (float("nan"), None)])
+def test_the_prompts_time_is_kept_apart_from_the_steps(prompt_ms, seconds):
+    timings = {"predicted_n": 30, "predicted_ms": 150.0, "draft_n": 40, "draft_n_accepted": 20}
+    if prompt_ms is not None:
+        timings["prompt_ms"] = prompt_ms
+    r = aggregate(timings, SERVED, 5.0)
+    assert (r.prompt_seconds, r.seconds) == (seconds, 0.15)  # a bad prompt_ms drops the field, not the record
+    if seconds is not None:
+        assert r.to_dict()["prompt_seconds"] == seconds
+        assert type(r).from_dict(r.to_dict()) == r
+
+
 def test_a_plain_pool_records_every_token_as_a_step():
     served = Served("code", "off", 0, "t", "d")
     r = aggregate({"predicted_n": 7, "predicted_ms": 70}, served, 1.0)
