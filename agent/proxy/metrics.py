@@ -8,8 +8,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 
-RESULTS = ("recorded", "untimed", "refused", "engine_error", "connect_error", "timeout", "cancelled", "no_pool",
-           "cut")
+RESULTS = ("recorded", "untimed", "unreported", "refused", "engine_error", "connect_error", "timeout", "cancelled",
+           "no_pool", "cut")
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
@@ -22,7 +22,8 @@ class ProxyMetrics:
         if sidecar is not None:
             self.registry.register(_Overflow(sidecar))
         self.requests = Counter("specwatch_proxy_requests", "Requests through the proxy by pool and result "
-                                "(recorded: a record was taken from the engine's timings).",
+                                "(recorded: a record was taken from the engine's figures; unreported: the "
+                                "engine sent no per-request figures, see /pools).",
                                 ["pool", "result"], registry=self.registry)
         self.seconds = Histogram("specwatch_proxy_request_seconds", "Wall time of inspected requests through "
                                  "the proxy, first byte in to last byte out.", ["pool"], buckets=BUCKETS,
