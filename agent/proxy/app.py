@@ -73,7 +73,8 @@ class Proxy:
         self.sampler = live_sample(config.sidecar.sample_prompts, config.sidecar.token,
                                    "/sample of the admin listener")
         pools.on_change = self._pools_changed
-        pools.on_record, pools.pod = sidecar.record, sidecar.pod  # pool-level records (engines/pool_level.py)
+        # pool-level records (engines/pool_level.py) reach the sidecar as the relay's do
+        pools.on_record, pools.pod = lambda found: self.sidecar.record(found), sidecar.pod
         self.client: aiohttp.ClientSession | None = None
         self.opener: Opener | None = None
         self._checks: asyncio.Task | None = None

@@ -24,13 +24,19 @@ class PoolCounters:
     def __init__(self) -> None:
         self._last: SpecCounters | None = None
         self._at: float | None = None
+        self.first: SpecCounters | None = None  # the first reading: records count from there
 
     def take(self, page: str, now: float, served: Served) -> StepRecord | None:
         """The pool-level record since the last reading (None: the first reading, nothing drafted since, or
         a restart). PageError when the page has no speculation counters; RecordError naming the field when
         the delta does not fit the pool's K."""
-        found = read_page(page)
-        counters = found[0].counters
+        try:
+            found = read_page(page)
+        except PageError:
+            if self._last is not None:
+                raise
+            found = []  # TensorRT-LLM writes its counters with the first finished request: nothing yet
+        counters = found[0].counters if found else SpecCounters(0, 0, 0, None)
         for series in found[1:]:  # several engine indexes or ranks of one pool: their sum
             c = series.counters
             counters = SpecCounters(counters.drafts + c.drafts, counters.draft_tokens + c.draft_tokens,
@@ -39,6 +45,7 @@ class PoolCounters:
                                     else counters.seconds + c.seconds)
         last, at = self._last, self._at
         self._last, self._at = counters, now
+        self.first = self.first or counters
         if last is None:
             return None
         delta = counters.minus(last)
