@@ -181,6 +181,9 @@ class Pools:
             await self._detect(pool, client)
         paths = pool.engine.PAGES
         pages = dict(zip(paths, await asyncio.gather(*(_json(client, pool.base + p, self._timeout) for p in paths))))
+        for path, older in getattr(pool.engine, "FALLBACK", {}).items():
+            if pages.get(path) is None:  # a release before the page was renamed
+                pages[path] = await _json(client, pool.base + older, self._timeout)
         found: Found = pool.engine.versions(pages)
         target = found.target
         if target is not None and found.target_is_path:

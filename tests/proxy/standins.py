@@ -157,8 +157,9 @@ class VllmStandIn(StandIn):
 
 
 class SglangStandIn(StandIn):
-    """SGLang's server; ``legacy`` names the counts as releases before spec_num_correct_drafts did
-    (spec_accept_token_num, spec_draft_token_num)."""
+    """SGLang's server; ``legacy``: an older release, with the counts named spec_accept_token_num and
+    spec_draft_token_num and only the pages /get_model_info and /get_server_info (no /model_info,
+    /server_info)."""
 
     def __init__(self, lookahead: int, legacy: bool = False, seed: int = 0):
         super().__init__(lookahead, seed)
@@ -168,12 +169,13 @@ class SglangStandIn(StandIn):
         if lookahead:
             info = {**info, "speculative_num_steps": lookahead, "speculative_num_draft_tokens": lookahead + 1}
         self.server_info = info
+        pages = [Route("/get_model_info", lambda _: JSONResponse(self.fx["model_info"])),
+                 Route("/get_server_info", lambda _: JSONResponse(self.server_info))]
+        if not legacy:
+            pages += [Route("/model_info", lambda _: JSONResponse(self.fx["model_info"])),
+                      Route("/server_info", lambda _: JSONResponse(self.server_info))]
         self.app = Starlette(routes=[
-            Route("/health", lambda _: Response(b"", 200)),
-            Route("/get_model_info", lambda _: JSONResponse(self.fx["model_info"])),
-            Route("/model_info", lambda _: JSONResponse(self.fx["model_info"])),
-            Route("/get_server_info", lambda _: JSONResponse(self.server_info)),
-            Route("/server_info", lambda _: JSONResponse(self.server_info)),
+            Route("/health", lambda _: Response(b"", 200)), *pages,
             Route("/generate", self.generate, methods=["POST"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"])])
 

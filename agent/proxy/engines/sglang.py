@@ -1,7 +1,8 @@
 """SGLang's server (``sglang.launch_server``) behind the proxy.
 
-Detected by ``/get_model_info`` (``model_path``, ``is_generation``). Target version: its ``model_path``; draft
-and draft length from ``/get_server_info`` (``speculative_draft_model_path``; a verification pass checks
+Detected by ``/model_info`` (``/get_model_info`` before releases deprecated it: ``model_path``,
+``is_generation``). Target version: its ``model_path``; draft and draft length from ``/server_info`` (else
+``/get_server_info``) (``speculative_draft_model_path``; a verification pass checks
 ``speculative_num_draft_tokens`` tokens, the root and K = that - 1 drafted ones; no ``speculative_algorithm``:
 no speculation).
 
@@ -26,8 +27,9 @@ from agent.proxy.versions import clip, find
 NAME = "sglang"
 TITLE = "SGLang"
 MARKER = b'"meta_info"'
-PROBES = ("/get_model_info",)
-PAGES = ("/get_model_info", "/get_server_info")
+PROBES = ("/model_info", "/get_model_info")
+PAGES = ("/model_info", "/server_info")
+FALLBACK = {"/model_info": "/get_model_info", "/server_info": "/get_server_info"}  # releases before the rename
 COUNTERS = None  # its page has gauges, not counters: no pool-level records
 ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 DRAFTED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
@@ -36,13 +38,13 @@ MISSING = ("meta_info", "send return_meta_info: true on OpenAI routes, or use /g
 
 
 def detect(probes: dict[str, Any]) -> bool:
-    info = probes.get("/get_model_info")
+    info = probes.get("/model_info") or probes.get("/get_model_info")
     return isinstance(info, dict) and isinstance(info.get("model_path"), str) and "is_generation" in info
 
 
 def versions(pages: dict[str, Any]) -> Found:
-    model = field(pages.get("/get_model_info"), "model_path")
-    server = pages.get("/get_server_info")
+    model = field(pages.get("/model_info"), "model_path")
+    server = pages.get("/server_info")
     algorithm = find(server, ("speculative_algorithm",))
     draft = find(server, ("speculative_draft_model_path",))
     tokens = find(server, ("speculative_num_draft_tokens",))

@@ -22,6 +22,7 @@ from typing import Any
 
 from agent.proxy.engines.base import Figures, Found, Missing, count, field, number, per_position
 from agent.proxy.versions import models_id
+from specwatch_core.records import RecordError
 
 NAME = "vllm"
 TITLE = "vLLM"
@@ -45,8 +46,9 @@ def versions(pages: dict[str, Any]) -> Found:
 
 def figures(answer: dict, lookahead: int) -> Figures | None:
     """The request's figures; Missing when a speculating pool's answer lacks them; None when the answer has no
-    usage (an error, an answer cut short)."""
-    if "error" in answer or answer.get("object") == "error":
+    usage (an error, an answer cut short) or several sequences (``n`` > 1: vLLM reports no figures for them);
+    RecordError naming the field when a figure is not a count."""
+    if "error" in answer or answer.get("object") == "error" or len(answer.get("choices") or ()) > 1:
         return None
     emitted = field(answer, "usage", "completion_tokens")
     if emitted is None and "choices" in answer:
@@ -66,7 +68,7 @@ def figures(answer: dict, lookahead: int) -> Figures | None:
     for name, value in (("num_spec_steps", steps), ("num_draft_tokens", drafted),
                         ("num_accepted_draft_tokens", accepted)):
         if not count(value):
-            raise Missing(f"metrics.speculative_decoding.{name}", "an integer count; " + FLAG)
+            raise RecordError(f"metrics.speculative_decoding.{name}", f"must be a whole count, got {value!r}")
     histogram = spec.get("acceptance_histogram")
     positions = per_position(histogram) if isinstance(histogram, list) and all(map(count, histogram)) else None
     k = spec.get("num_spec_tokens")
