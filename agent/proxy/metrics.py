@@ -30,6 +30,13 @@ class ProxyMetrics:
                                  registry=self.registry)
         self.healthy = Gauge("specwatch_proxy_pool_healthy", "1 when the pool is in rotation.", ["pool"],
                              registry=self.registry)
+        self.positions = Counter("specwatch_proxy_accepted_per_position", "Verification steps whose drafted "
+                                 "token at position (0-based) the target accepted, from engines that report an "
+                                 "acceptance histogram per request (vLLM, SGLang).", ["pool", "position"],
+                                 registry=self.registry)
+        self.verified = Counter("specwatch_proxy_verified_steps", "Verification steps with drafts of those "
+                                "requests (the histograms' sums): accepted_per_position / verified_steps is the "
+                                "acceptance at each position.", ["pool"], registry=self.registry)
         self._children: dict[tuple[str, ...], object] = {}  # labels() takes a lock and builds a key per call
 
     def count(self, pool: str, result: str, seconds: float | None = None) -> None:
@@ -42,6 +49,12 @@ class ProxyMetrics:
             if histogram is None:
                 histogram = self._children[(pool,)] = self.seconds.labels(pool)
             histogram.observe(seconds)
+
+    def count_positions(self, pool: str, per_position: tuple[int, ...], verified: int) -> None:
+        """A request's per-position accepted counts and its verification steps with drafts."""
+        self.verified.labels(pool).inc(verified)
+        for position, accepted in enumerate(per_position):
+            self.positions.labels(pool, str(position)).inc(accepted)
 
     def set_health(self, pools) -> None:
         for p in pools:

@@ -70,13 +70,14 @@ async def relay(send: asgi.Send, answer: aiohttp.ClientResponse, pool: Pool, ser
     else:
         found = whole(bytes(copy)) if copy is not None else None
     elapsed = None if started is None else time.perf_counter() - started
-    return record(found, served, proxy.sidecar, pool, elapsed, streamed=scanner is not None)
+    return record(found, served, proxy.sidecar, pool, elapsed, streamed=scanner is not None, metrics=proxy.metrics)
 
 
 def record(answer: dict | None, served: Served, sidecar, pool: Pool, elapsed: float | None = None,
-           streamed: bool = False) -> str:
+           streamed: bool = False, metrics=None) -> str:
     """Record the request from its answer (or the streamed event carrying its figures) with the pool's
-    adapter. A figure the engine did not send is logged once per pool (Pool.lacks), not per request."""
+    adapter, and count its per-position acceptance in ``metrics`` where the engine gives it. A figure the
+    engine did not send is logged once per pool (Pool.lacks), not per request."""
     engine = pool.engine or engines.DEFAULT
     try:
         figures = engine.figures(answer if answer is not None else ({"choices": []} if streamed else {}),
@@ -91,4 +92,6 @@ def record(answer: dict | None, served: Served, sidecar, pool: Pool, elapsed: fl
     if found is None:
         return "untimed"
     sidecar.record(found)
+    if metrics is not None and figures.per_position is not None and figures.verified:
+        metrics.count_positions(served.pool, figures.per_position, figures.verified)
     return "recorded"

@@ -54,7 +54,7 @@ def test_vllm_figures_of_the_documented_example():
     answer = {"usage": {"completion_tokens": 53}, "metrics": {"speculative_decoding": EXAMPLE}}
     f = vllm.figures(answer, 3)
     assert (f.emitted, f.drafted, f.accepted, f.steps, f.lookahead) == (53, 129, 10, 43, 3)
-    assert f.per_position == (4, 3, 3) and f.seconds is None
+    assert (f.per_position, f.verified, f.seconds) == ((4, 3, 3), 43, None)
     r = record(f, SERVED, 1.0, elapsed=0.5)
     assert (r.steps, r.drafted, r.accepted, r.emitted, r.seconds, r.lookahead) == (43, 129, 10, 53, 0.5, 3)
 
@@ -82,7 +82,7 @@ def test_sglang_figures_under_each_release_naming(names):
             "spec_correct_drafts_histogram": [2, 3, 1, 2]}
     f = sglang.figures({"text": "x", "meta_info": meta}, 3)
     assert (f.emitted, f.drafted, f.accepted, f.steps, f.seconds) == (20, 24, 11, 9, 0.25)
-    assert f.per_position == (6, 3, 2)
+    assert (f.per_position, f.verified) == ((6, 3, 2), 8)
     assert sglang.figures({"choices": [{"meta_info": meta}]}, 3) == f
 
 

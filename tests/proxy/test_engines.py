@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from agent.proxy.engines.pool_level import POOL_DOMAIN
 from storage.query import StatsQuery
@@ -82,6 +83,13 @@ def test_vllm_per_domain_acceptance_equals_the_sum_of_its_per_request_figures(en
     assert stored(runtime, len(jobs)) == expected
     assert len(runtime.taken) == len(jobs)
     assert {r.pool: r.lookahead for r in runtime.taken} == {"k3": 3, "off": 0}
+    # per-position acceptance from the answers' histograms: the engine's own per-position counts
+    page = {f.name: f for f in text_string_to_metric_families(httpx.get(runtime.admin + "/metrics").text)}
+    positions = {int(s.labels["position"]): s.value for s in page["specwatch_proxy_accepted_per_position"].samples
+                 if s.name.endswith("_total") and s.labels["pool"] == "k3"}
+    assert [positions.get(i, 0) for i in range(3)] == k3.per_position and sum(k3.per_position) > 0
+    verified = [s.value for s in page["specwatch_proxy_verified_steps"].samples if s.name.endswith("_total")]
+    assert verified == [k3.drafts]
     view = pools_view(runtime)
     assert (view["k3"]["engine"], view["k3"]["missing"], view["k3"]["records"]) == ("vllm", None, "per-request")
     assert view["k3"]["target_version"] == "meta-llama/Llama-3.1-8B-Instruct"

@@ -52,6 +52,7 @@ class Figures:
     seconds: float | None = None
     per_position: tuple[int, ...] | None = None
     lookahead: int | None = None
+    verified: int | None = None  # steps with drafts that ``per_position`` counts over (its histogram's sum)
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,5 +79,6 @@ def figures(answer: dict, lookahead: int) -> Figures | None:
         raise Missing(f"meta_info.{ACCEPTED[0]}", f"with {DRAFTED[0]}: counts from an SGLang release that "
                                                   "reports them")
     histogram = next((meta[k] for k in HISTOGRAM if isinstance(meta.get(k), list)), None)
-    positions = per_position(histogram) if histogram and all(map(count, histogram)) else None
-    return Figures(emitted, drafted, accepted, min(emitted, max(verify, emitted - accepted)), seconds, positions)
+    whole = bool(histogram) and all(map(count, histogram))
+    return Figures(emitted, drafted, accepted, min(emitted, max(verify, emitted - accepted)), seconds,
+                   per_position(histogram) if whole else None, verified=sum(histogram) if whole else None)

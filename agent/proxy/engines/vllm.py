@@ -70,10 +70,11 @@ def figures(answer: dict, lookahead: int) -> Figures | None:
         if not count(value):
             raise RecordError(f"metrics.speculative_decoding.{name}", f"must be a whole count, got {value!r}")
     histogram = spec.get("acceptance_histogram")
-    positions = per_position(histogram) if isinstance(histogram, list) and all(map(count, histogram)) else None
+    whole = isinstance(histogram, list) and all(map(count, histogram))
     k = spec.get("num_spec_tokens")
-    return Figures(emitted, drafted, accepted, min(emitted, max(steps, emitted - accepted)), seconds, positions,
-                   k if count(k) else None)
+    return Figures(emitted, drafted, accepted, min(emitted, max(steps, emitted - accepted)), seconds,
+                   per_position(histogram) if whole else None, k if count(k) else None,
+                   sum(histogram) if whole else None)
 
 
 def _seconds(metrics: Any) -> float | None:
