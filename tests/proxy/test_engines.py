@@ -146,20 +146,32 @@ def test_vllm_streams_without_usage_are_served_and_reported_once(engines, proxy,
     assert "usage" in pools_view(runtime)["k2"]["missing"]
 
 
-def test_vllm_errors_reach_the_client_unchanged_and_record_nothing(engines, proxy):
-    engine = VllmStandIn(3, seed=6)
-    url, runtime = proxy({"k3": engines(engine)})
+ERRORS = [  # (stand-in, pool, path, streamed body)
+    (lambda: VllmStandIn(3, seed=6), "k3", "/v1/completions",
+     {"prompt": "p", "max_tokens": 8, "stream": True, "stream_options": {"include_usage": True}}),
+    (lambda: SglangStandIn(2, seed=10), "k2", "/generate",
+     {"text": "p", "sampling_params": {"max_new_tokens": 8}, "stream": True}),
+    (lambda: TrtllmStandIn(0, seed=13), "off", "/v1/completions", None),
+]
+
+
+@pytest.mark.parametrize("make, pool, path, streamed", ERRORS, ids=["vllm", "sglang", "trtllm"])
+def test_engine_errors_reach_the_client_unchanged_and_record_nothing(engines, proxy, make, pool, path, streamed):
+    engine = make()
+    url, runtime = proxy({pool: engines(engine)})
     engine.status = 400
-    answer = httpx.post(url + "/v1/completions", json={"prompt": "p", "max_tokens": 4})
-    assert (answer.status_code, answer.json()) == (400, FIXTURES["vllm"]["error"])
+    answer = httpx.post(url + path, json={"prompt": "p", "text": "p", "max_tokens": 4})
+    assert (answer.status_code, answer.json()) == (400, engine.fx["error"])
     engine.status, engine.stream_error = None, True
-    streamed = httpx.post(url + "/v1/completions", json={"prompt": "p", "max_tokens": 8, "stream": True,
-                                                         "stream_options": {"include_usage": True}})
-    assert json.dumps(FIXTURES["vllm"]["stream_error"], separators=(",", ":")) in streamed.text
+    if streamed is not None:  # an error event ends the stream: the client gets it, nothing is recorded
+        text = httpx.post(url + path, json=streamed).text
+        assert '"error":{' in text and text.endswith("data: [DONE]\n\n")
     time.sleep(0.3)
-    assert runtime.taken == [] and pools_view(runtime)["k3"]["missing"] is None
-    metrics = httpx.get(runtime.admin + "/metrics").text
-    assert 'specwatch_proxy_requests_total{pool="k3",result="engine_error"} 2.0' in metrics
+    assert runtime.taken == [] and pools_view(runtime)[pool]["missing"] is None
+    results = [s for s in text_string_to_metric_families(httpx.get(runtime.admin + "/metrics").text)
+               if s.name == "specwatch_proxy_requests"]
+    counted = {s.labels["result"]: s.value for s in results[0].samples if s.name.endswith("_total")}
+    assert counted == {"engine_error": 1.0 if streamed is None else 2.0}
 
 
 @pytest.mark.parametrize("legacy", [False, True])
@@ -193,18 +205,6 @@ def test_sglang_openai_answers_without_meta_info_are_reported_once(engines, prox
     assert pools_view(runtime)["k2"]["records"] == "none" and runtime.taken == []
 
 
-def test_sglang_errors_reach_the_client_unchanged(engines, proxy):
-    engine = SglangStandIn(2, seed=10)
-    url, runtime = proxy({"k2": engines(engine)})
-    engine.status = 400
-    answer = httpx.post(url + "/generate", json={"text": "p"})
-    assert (answer.status_code, answer.json()) == (400, FIXTURES["sglang"]["error"])
-    engine.status, engine.stream_error = None, True
-    assert '"error"' in httpx.post(url + "/generate", json={"text": "p", "stream": True}).text
-    time.sleep(0.3)
-    assert runtime.taken == [] and pools_view(runtime)["k2"]["missing"] is None
-
-
 def test_trtllm_pool_level_records_equal_its_counter_deltas_and_off_is_per_request(engines, proxy, caplog):
     k2, off = TrtllmStandIn(2, seed=11), TrtllmStandIn(0, seed=12)
     with caplog.at_level(logging.WARNING, logger="specwatch.proxy"):
@@ -222,3 +222,4 @@ def test_trtllm_pool_level_records_equal_its_counter_deltas_and_off_is_per_reque
     assert sum(r.accepted for r in pooled) == k2.accepted and sum(r.steps for r in pooled) == k2.drafts
     plain = [r for r in runtime.taken if r.pool == "off"]
     assert sum(r.emitted for r in plain) == off.generated and {r.domain for r in plain} <= set(DOMAINS)
+
