@@ -1,4 +1,5 @@
-"""``specwatch proxy``: an OpenAI-compatible reverse proxy in front of llama.cpp server pools."""
+"""``specwatch proxy``: an OpenAI-compatible reverse proxy in front of engine pools (llama.cpp, vLLM, SGLang,
+TensorRT-LLM)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def proxy(
              "X-Specwatch-Domain header (repeat).")] = None,
     draft_version: Annotated[Optional[list[str]], typer.Option(
         help="NAME=VERSION or NAME=DRAFT.gguf (versioned by its content hash): a pool's draft version "
-             "(llama.cpp does not report its draft model; repeat).")] = None,
+             "(llama.cpp, vLLM and TensorRT-LLM do not report their draft model; repeat).")] = None,
     host: Annotated[str, typer.Option(
         help="Address of the inference listener, the one clients use.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the inference listener.")] = 8788,
@@ -59,7 +60,10 @@ def proxy(
              "of the admin listener, the file `specwatch guard --prompts` reads; default 0: none.")] = None,
 ) -> None:
     """Route each request's domain to a pool, record the engine's per-request speculation figures
-    (llama.cpp timings) and learn per domain which pool's draft length pays.
+    (llama.cpp timings, vLLM metrics.speculative_decoding with --per-request-spec-decode-metrics, SGLang
+    meta_info; the engine is found from its pages) and learn per domain which pool's draft length pays. A
+    speculating pool whose answers carry no figures (TensorRT-LLM, vLLM without the flag) is recorded at pool
+    level from its counters; /pools says which.
 
     Domain: the X-Specwatch-Domain header, else the first matching --domain-rule, else "default". On the
     inference listener the proxy answers /health; every other path goes to the engine. specwatch's own routes,

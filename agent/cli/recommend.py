@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from agent.advice import engine_flags
+from agent.advice.pools import configure, plan
 from agent.advice.recommend import Recommendation, pool_name, recommend
 from agent.cli.output import Format, console, emit_rows, fail
 from agent.cli.stats import DbOption, open_store
@@ -38,7 +39,10 @@ def recommend_cmd(
     time, K = 0 included) in the history of the latest target and draft versions, with how clear the choice
     is, or "not enough data"; then one K for the whole pod (an engine's K is fixed at start-up for every
     domain: the K of best goodput over the domains' traffic) and which domains gain from a pool of their own.
-    Each K is printed as the engines' own start-up flags."""
+    Each K is printed as the engines' own start-up flags, and each pool `specwatch proxy` would route to
+    (the pod's K, then one per K routed domains are worth) as each engine's configuration of it: vLLM's
+    --speculative-config with the per-request metrics flag, SGLang's flags and adaptive config, TensorRT-LLM's
+    speculative_config with its draft_len_schedule."""
     now = time.time()
     try:
         start = parse_time(since, now)
@@ -53,7 +57,8 @@ def recommend_cmd(
         store.close(flush=False)
     engines = engine_flags.ENGINES if engine is Engine.all else (engine.value,)
     if fmt is Format.json:
-        print(json.dumps({**result.to_dict(), "flags": flag_table(result, engines, draft)}, indent=2))
+        print(json.dumps({**result.to_dict(), "flags": flag_table(result, engines, draft),
+                          "pools": pool_table(result, engines, draft)}, indent=2))
     elif fmt is Format.csv:
         emit_rows(csv_rows(result, engines, draft), fmt)
     else:
@@ -66,6 +71,18 @@ def flag_table(result: Recommendation, engines: tuple[str, ...], draft: str) -> 
         return None if k is None else engine_flags.flags(engine, k, draft)
     return {e: {"pod": of(e, result.pod.lookahead), "domains": {d.domain: of(e, d.lookahead) for d in result.domains}}
             for e in engines}
+
+
+def pool_table(result: Recommendation, engines: tuple[str, ...], draft: str) -> list[dict]:
+    """Per pool the recommendation asks for: its name, K, domains, whether they were routed there, the K it
+    adapts between, and each engine's configuration (flags and files)."""
+    out = []
+    for p in plan(result):
+        configs = {e: configure(e, p, draft) for e in engines}
+        out.append({"name": p.name, "lookahead": p.lookahead, "domains": list(p.domains), "own": p.own,
+                    "adaptive": list(p.adaptive),
+                    "config": {e: {"flags": c.flags, "files": dict(c.files)} for e, c in configs.items()}})
+    return out
 
 
 def rows(result: Recommendation) -> list[dict]:
@@ -106,9 +123,15 @@ def show(result: Recommendation, engines: tuple[str, ...], draft: str) -> None:
     for r in pod.routes:
         console.print(f"  route {r.domain} to a pool with K={r.lookahead} (proxy pool {pool_name(r.lookahead)}): "
                       f"+{r.gain:.0%} goodput over the pod's K", highlight=False)
-    table = flag_table(result, engines, draft)
+    table, pools = flag_table(result, engines, draft), pool_table(result, engines, draft)
     for e in engines:
         console.print(f"\n{engine_flags.NAMES[e]}", highlight=False)
+        for p in pools:
+            whose = "routed here: a pool of their own" if p["own"] else "the pod's pool"
+            console.print(f"  pool {p['name']} ({', '.join(p['domains']) or 'no domain yet'}; {whose}): "
+                          f"{p['config'][e]['flags']}", highlight=False, soft_wrap=True)
+            for name, text in p["config"][e]["files"].items():
+                console.print(f"    {name}: {text}", highlight=False, soft_wrap=True)
         console.print(f"  pod-wide: {table[e]['pod'] or '(not enough data)'}", highlight=False, soft_wrap=True)
         for d in result.domains:
             console.print(f"  {d.domain}: {table[e]['domains'][d.domain] or '(not enough data)'}",

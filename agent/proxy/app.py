@@ -1,8 +1,9 @@
 """The proxy's ASGI app, behind both of its listeners: requests to forward go through a raw ASGI handler to
 aiohttp's client; /health and the admin routes (agent/proxy/admin.py) are Starlette's.
 
-POST /v1/completions, /v1/chat/completions and llama.cpp's /completion are inspected: the request's domain
-chooses the pool, and the answer's ``timings`` become one aggregate record. Every other path and method goes
+POST /v1/completions, /v1/chat/completions, llama.cpp's /completion and SGLang's /generate are inspected: the
+request's domain chooses the pool, and the figures in the answer become one aggregate record, read by the
+pool's engine adapter (agent/proxy/engines/). Every other path and method goes
 byte for byte to a healthy pool. Answers stream back chunk by chunk as they come (agent/proxy/relay.py); the
 engine's own errors reach the client unchanged; a pool that cannot be reached is taken out of rotation and
 the request goes to the next-best healthy pool (agent/proxy/failover.py), 502 when none is left, and one that
@@ -42,11 +43,11 @@ from agent.proxy.pools import Pool, Pools
 from agent.proxy.prompts import prompt_text
 from agent.proxy.relay import HOP_BY_HOP, relay
 from agent.proxy.route import NoPool, Router
-from agent.proxy.timings import Served
+from agent.proxy.engines.base import Served
 from agent.hub.sidecar import Sidecar
 
 log = logging.getLogger("specwatch.proxy")
-INSPECTED = frozenset(("/v1/completions", "/v1/chat/completions", "/completion", "/completions"))
+INSPECTED = frozenset(("/v1/completions", "/v1/chat/completions", "/completion", "/completions", "/generate"))
 # Not passed to the engine either: the proxy read the whole body already, so it does not wait for a 100
 # Continue from the engine (aiohttp would honour the client's Expect, and an engine that ignores it stalls).
 NOT_SENT = HOP_BY_HOP | {b"expect"}
@@ -72,6 +73,8 @@ class Proxy:
         self.sampler = live_sample(config.sidecar.sample_prompts, config.sidecar.token,
                                    "/sample of the admin listener")
         pools.on_change = self._pools_changed
+        # pool-level records (engines/pool_level.py) reach the sidecar as the relay's do
+        pools.on_record, pools.pod = lambda found: self.sidecar.record(found), sidecar.pod
         self.client: aiohttp.ClientSession | None = None
         self.opener: Opener | None = None
         self._checks: asyncio.Task | None = None
@@ -194,7 +197,7 @@ class Proxy:
                                 pool.draft_version or self.pools.draft_of(pool.target_version),
                                 asgi.header(headers, b"x-request-id"), self.sidecar.pod)
             try:
-                result = await relay(send, answer, pool, served, watch, self)
+                result = await relay(send, answer, pool, served, watch, self, started)
             finally:
                 answer.close()  # back to the pool when read to its end, else closed (the engine stops generating)
         except asyncio.CancelledError:

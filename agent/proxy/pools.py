@@ -1,10 +1,14 @@
-"""Upstream pools: their health, their lookahead and the model versions they serve, checked in the background.
+"""Upstream pools: their engine, health, lookahead and the model versions they serve, checked in the background.
 
 Each check asks the engine's ``/health`` (llama.cpp answers 503 while loading); a pool that fails, or that a
-request could not reach (``failed``), is out of rotation until a check passes again. A healthy pool's ``/props``
-(else ``/v1/models``) and ``/slots`` are read on every check (the GGUF hash is cached by path, size and
-modification time), so a target replaced behind the proxy, or an engine restarted with other flags, shows in
-the next check.
+request could not reach (``failed``), is out of rotation until a check passes again. The first passing check
+finds which engine serves the pool (agent/proxy/engines/: llama.cpp's ``/props``, SGLang's
+``/get_model_info``, TensorRT-LLM's ``/prometheus/metrics``, vLLM's ``/version``); then the pages its adapter
+names (llama.cpp: ``/props``, ``/v1/models``, ``/slots``) are read on every check (a GGUF hash is cached by
+path, size and modification time), so a target replaced behind the proxy, or an engine restarted with other
+flags, shows in the next check. A speculating pool whose engine reports nothing per request gets pool-level
+records from its counters at each check (agent/proxy/engines/pool_level.py); what is missing is logged once
+per pool and shown in its ``view``.
 
 A pool that answered a request since its last check has shown it is up, and is checked only every
 ``BUSY_ROUNDS`` rounds: /slots waits for the engine's task loop between decoding steps, and a busy pool would
@@ -24,8 +28,13 @@ from typing import Callable
 
 import aiohttp
 
+from agent.proxy import engines
 from agent.proxy.config import MAX_LOOKAHEAD, Upstream
-from agent.proxy.versions import FileVersions, models_id, props_lookahead, props_paths, slots_speculate
+from agent.proxy.engines.base import Found, Missing, Served
+from agent.proxy.engines.pool_level import PoolCounters
+from agent.proxy.versions import FileVersions, clip
+from agent.scrape.pages import PageError
+from specwatch_core.records import RecordError, StepRecord
 
 log = logging.getLogger("specwatch.proxy")
 NO_DRAFT = "none"  # draft version of records from a pool without a draft when no pool has one
@@ -45,6 +54,9 @@ class Pool:
     error: str | None = "not checked yet"
     answered: bool = False  # an answer came back from it since its last check
     skipped: int = 0  # rounds skipped in a row because it was answering
+    engine: object = None  # its adapter module (agent/proxy/engines/), found by the first passing check
+    missing: str | None = None  # the per-request figure its answers lack, and how to turn it on
+    counters: PoolCounters | None = None  # pool-level records from its counters (while ``missing``)
 
     @property
     def name(self) -> str:
@@ -57,7 +69,28 @@ class Pool:
     def view(self) -> dict:
         return {"name": self.name, "url": self.base, "lookahead": self.lookahead, "healthy": self.healthy,
                 "target_version": self.target_version, "draft_version": self.draft_version,
-                "checked": self.checked, "error": self.error}
+                "checked": self.checked, "error": self.error,
+                "engine": None if self.engine is None else self.engine.NAME, "missing": self.missing,
+                "records": "none" if self.missing and self.counters is None else
+                           "pool-level" if self.missing else "per-request"}
+
+    def served(self, draft_version: str, pod: str | None = None) -> Served:
+        """What a pool-level record of this pool carries (no domain: see agent/proxy/engines/pool_level.py)."""
+        return Served("", self.name, self.lookahead, self.target_version or "unknown", draft_version, None, pod)
+
+    def lacks(self, missing: Missing) -> bool:
+        """The pool's answers lack a per-request figure: logged the first time (True), then only counted."""
+        text = f"{missing.field} ({missing.hint})"
+        if self.missing == text:
+            return False
+        self.missing = text
+        if self.lookahead > 0 and self.engine is not None and self.engine.COUNTERS:
+            self.counters = self.counters or PoolCounters()
+        how = (f"pool-level records from {self.engine.COUNTERS} instead, never split across domains"
+               if self.counters is not None else "its requests are served and not recorded")
+        log.warning("pool %s (%s): answers lack %s: %s", self.name,
+                    getattr(self.engine, "TITLE", "engine"), text, how)
+        return True
 
 
 class Pools:
@@ -72,6 +105,8 @@ class Pools:
         self.timeout = timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self.on_change = on_change
+        self.on_record: Callable[[StepRecord], None] | None = None  # pool-level records go there
+        self.pod: str | None = None
 
     def healthy(self) -> list[Pool]:
         return [p for p in self.all if p.healthy]
@@ -142,31 +177,66 @@ class Pools:
         return before != after
 
     async def _read_versions(self, pool: Pool, client: aiohttp.ClientSession) -> None:
-        props = await _json(client, pool.base + "/props", self._timeout)
-        target_path, draft_path = props_paths(props)
-        if target_path is not None:
-            target = await asyncio.to_thread(self.files.of, target_path)
-        else:
-            target = models_id(await _json(client, pool.base + "/v1/models", self._timeout))
+        if pool.engine is None:
+            await self._detect(pool, client)
+        paths = pool.engine.PAGES
+        pages = dict(zip(paths, await asyncio.gather(*(_json(client, pool.base + p, self._timeout) for p in paths))))
+        for path, older in getattr(pool.engine, "FALLBACK", {}).items():
+            if pages.get(path) is None:  # a release before the page was renamed
+                pages[path] = await _json(client, pool.base + older, self._timeout)
+        found: Found = pool.engine.versions(pages)
+        target = found.target
+        if target is not None and found.target_is_path:
+            target = await asyncio.to_thread(self.files.of, target)
         if target is None:
-            raise _Unhealthy("neither /props model_path nor /v1/models names the model")
-        draft = pool.upstream.draft_version
+            raise _Unhealthy(f"the {pool.engine.TITLE} pages ({', '.join(paths)}) name no model")
+        draft, draft_path = pool.upstream.draft_version, found.draft_path
         if draft is not None and os.path.isfile(draft):  # --draft-version may name the draft GGUF itself
             draft_path = draft_path or draft
         if draft_path is not None:
-            draft = await asyncio.to_thread(self.files.of, draft_path)
-        self._lookahead(pool, props, slots_speculate(await _json(client, pool.base + "/slots", self._timeout)),
-                        draft_path)
+            # a file the engine names is hashed when the proxy sees it; a model id (SGLang) is its version
+            draft = await asyncio.to_thread(self.files.of, draft_path) if found.target_is_path or \
+                os.path.isfile(draft_path) else clip(draft_path)
+        self._lookahead(pool, found.lookahead, found.speculates, draft_path)
         pool.target_version = target
         pool.draft_version = draft if pool.lookahead > 0 else None
+        if pool.counters is not None:
+            await self._pool_level(pool, client)
 
+    async def _detect(self, pool: Pool, client: aiohttp.ClientSession) -> None:
+        """Which engine serves the pool, from its pages (llama.cpp when none says)."""
+        probes = {}
+        for path in engines.PROBES:
+            probes[path] = await _json(client, pool.base + path, self._timeout, text=path.endswith("metrics"))
+            found = engines.detect(probes)
+            if found is not None:
+                break
+        pool.engine = found or engines.DEFAULT
+        log.info("pool %s: %s%s", pool.name, pool.engine.TITLE, "" if found else " (no engine recognised)")
+        if pool.engine.MISSING and pool.engine.NAME == "trtllm" and pool.upstream.lookahead > 0:
+            pool.lookahead = pool.upstream.lookahead
+            pool.lacks(Missing(*pool.engine.MISSING))  # known at start: it never reports per request
+
+    async def _pool_level(self, pool: Pool, client: aiohttp.ClientSession) -> None:
+        """The pool's counters since the last check as one pool-level record."""
+        page = await _json(client, pool.base + pool.engine.COUNTERS, self._timeout, text=True)
+        if not isinstance(page, str):
+            return
+        served = pool.served(pool.draft_version or self.draft_of(pool.target_version), self.pod)
+        try:
+            found = pool.counters.take(page, time.time(), served)
+        except (PageError, RecordError) as exc:
+            log.warning("pool %s: no pool-level record from %s: %s", pool.name, pool.engine.COUNTERS, exc)
+            return
+        if found is not None and self.on_record is not None:
+            self.on_record(found)
 
     @staticmethod
-    def _lookahead(pool: Pool, props: object, speculates: bool | None, draft_path: str | None) -> None:
+    def _lookahead(pool: Pool, reported: int | None, speculates: bool | None, draft_path: str | None) -> None:
         """What the engine reports about its speculation overrides the pool's name (a mismatch is logged): a
         pool named k8 whose engine drafts up to 64 a step (llama.cpp n-gram, --spec-default) records at K=64,
         so its requests are stored rather than refused for drafting more than 8 a step."""
-        named, reported = pool.upstream.lookahead, props_lookahead(props)
+        named = pool.upstream.lookahead
         if speculates is False or (reported is not None and (named > 0 or draft_path is not None)):
             k = 0 if speculates is False else reported
             if k > MAX_LOOKAHEAD:  # a store takes K up to 64: steps that draft more are refused, the rest kept
@@ -188,11 +258,14 @@ class _Unhealthy(Exception):
     pass
 
 
-async def _json(client: aiohttp.ClientSession, url: str, timeout: aiohttp.ClientTimeout) -> object:
+async def _json(client: aiohttp.ClientSession, url: str, timeout: aiohttp.ClientTimeout, text: bool = False) -> object:
+    """The page's JSON (``text``: its text), None when it does not answer 200 with one."""
     async with client.get(url, timeout=timeout) as answer:
         body = await answer.read()
     if answer.status != 200:
         return None
+    if text:
+        return body.decode("utf-8", "replace")
     try:
         return json.loads(body)
     except ValueError:

@@ -1,9 +1,10 @@
-"""Model versions of an upstream engine: what it serves, read from its own pages.
+"""Model versions of an upstream engine, from what its pages name (each engine's adapter says which pages).
 
-llama.cpp's ``/props`` names the target's GGUF (``model_path``); when the proxy can read that file the
-version is its base name plus a sha256 of its content (streamed, cached by path, size and modification time,
-so a re-read costs a stat), else base name plus size, else the ``model`` id of ``/v1/models``. The draft
-likewise when the engine reports its draft model, else the pool's configured draft version.
+When an engine names a model file the proxy can read (llama.cpp's ``/props`` ``model_path``), the version is
+its base name plus a sha256 of its content (streamed, cached by path, size and modification time, so a re-read
+costs a stat), else base name plus size, else the name alone; engines that name a model id (vLLM's and
+TensorRT-LLM's ``/v1/models``, SGLang's ``/get_model_info``) give that id. The draft likewise when the engine
+reports its draft model, else the pool's configured draft version.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from typing import Any
 from specwatch_core.files import sha256_of
 
 HASH_LENGTH = 12
-# Where engines put the draft model's path and the draft length in /props (the names vary by build).
-DRAFT_PATH_KEYS = ("model_draft_path", "draft_model_path", "speculative.model_path", "model_draft")
-LOOKAHEAD_KEYS = ("speculative.n_max", "spec_draft_n_max", "draft_n_max", "n_draft", "speculative_n_max")
 
 
 class FileVersions:
@@ -37,9 +35,9 @@ class FileVersions:
         try:
             st = os.stat(path)
         except OSError:
-            return _clip(name)
+            return clip(name)
         if not self.hash_files:
-            return _clip(f"{name}:{st.st_size}")
+            return clip(f"{name}:{st.st_size}")
         key = (path, st.st_size, st.st_mtime_ns)
         with self._lock:
             found = self._cache.get(key)
@@ -49,38 +47,13 @@ class FileVersions:
         try:
             digest = sha256_of(path)
         except OSError:
-            return _clip(f"{name}:{st.st_size}")
-        version = f"{_clip(name, 128 - HASH_LENGTH - 1)}@{digest[:HASH_LENGTH]}"
+            return clip(f"{name}:{st.st_size}")
+        version = f"{clip(name, 128 - HASH_LENGTH - 1)}@{digest[:HASH_LENGTH]}"
         with self._lock:
             self._cache[key] = version
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
         return version
-
-
-def props_paths(props: Any) -> tuple[str | None, str | None]:
-    """(target model path, draft model path) named by a /props answer (None where absent)."""
-    if not isinstance(props, dict):
-        return None, None
-    target = props.get("model_path")
-    draft = _find(props, DRAFT_PATH_KEYS)
-    return (target if isinstance(target, str) and target else None,
-            draft if isinstance(draft, str) and draft else None)
-
-
-def props_lookahead(props: Any) -> int | None:
-    """The draft length a /props answer reports, or None when it reports none."""
-    found = _find(props, LOOKAHEAD_KEYS)
-    return found if type(found) is int and found >= 0 else None
-
-
-def slots_speculate(slots: Any) -> bool | None:
-    """Whether a /slots answer says the engine speculates (llama.cpp b11434: ``speculative`` per slot; its
-    /props ``speculative.types`` shows request defaults, "none" even with a draft loaded); None when unsaid."""
-    if not isinstance(slots, list) or not slots or not all(isinstance(s, dict) for s in slots):
-        return None
-    found = [s.get("speculative") for s in slots]
-    return any(found) if all(isinstance(v, bool) for v in found) else None
 
 
 def models_id(answer: Any) -> str | None:
@@ -89,11 +62,11 @@ def models_id(answer: Any) -> str | None:
     if isinstance(data, list) and data and isinstance(data[0], dict):
         found = data[0].get("id")
         if isinstance(found, str) and found:
-            return _clip(found)
+            return clip(found)
     return None
 
 
-def _find(tree: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
+def find(tree: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
     """The first of ``keys`` found in nested objects of ``tree`` (breadth first, a few levels deep)."""
     if not isinstance(tree, dict) or depth > 3:
         return None
@@ -101,12 +74,12 @@ def _find(tree: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
         if key in tree:
             return tree[key]
     for value in tree.values():
-        found = _find(value, keys, depth + 1)
+        found = find(value, keys, depth + 1)
         if found is not None:
             return found
     return None
 
 
-def _clip(text: str, length: int = 128) -> str:
+def clip(text: str, length: int = 128) -> str:
     text = "".join(c if c.isprintable() else "?" for c in text)
     return text[-length:]

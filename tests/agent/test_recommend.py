@@ -145,11 +145,18 @@ def test_engine_flags(engine, on, off):
         engine_flags.flags("tgi", 3)
 
 
-def test_the_command_prints_table_json_and_csv(tmp_path, store):
-    history(store)
+def command(tmp_path):
+    """``run(*args)``: `specwatch recommend` over the store's database (its history since 2023-11-14)."""
     url = f"sqlite:///{tmp_path / 'rec.db'}"
     _register()
     runner = CliRunner()
+    run = lambda *args: runner.invoke(app, ["recommend", "--db", url, "--since", "2023-11-14T00:00:00Z", *args])
+    return run, runner, url
+
+
+def test_the_command_prints_table_json_and_csv(tmp_path, store):
+    history(store)
+    run, runner, url = command(tmp_path)
     since = ["--since", "2023-11-14T00:00:00Z"]
     out = runner.invoke(app, ["recommend", "--db", url, *since, "--engine", "llamacpp", "--draft", "d.gguf"])
     assert out.exit_code == 0, out.output

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from agent.proxy.timings import Served, SSETimings, aggregate, body_timings
+from agent.proxy.engines.base import Served
+from agent.proxy.engines.llamacpp import aggregate
+from agent.proxy.engines.sse import LastEvent, whole
 from specwatch_core.records import RecordError
 
 SERVED = Served("code", "k4", 4, "t@1", "d@2", "r", "pod")
@@ -64,27 +66,36 @@ def test_sse_scan_finds_the_last_timings_whatever_the_chunking():
     body = stream({"text": "a"}, {"text": "b", "timings": {"predicted_n": 1}}, {"text": "c"},
                   {"text": "d", "timings": {"predicted_n": 2, "draft_n": 3}})
     for size in (1, 2, 7, 64, len(body)):
-        scan = SSETimings()
+        scan = LastEvent(b'"timings"')
         for i in range(0, len(body), size):
             scan.feed(body[i:i + size])
-        scan.close()
-        assert scan.timings == {"predicted_n": 2, "draft_n": 3}, size
+        assert scan.close()["timings"] == {"predicted_n": 2, "draft_n": 3}, size
 
 
-def test_sse_scan_takes_a_last_line_without_newline_and_skips_garbage():
-    scan = SSETimings()
+def test_sse_scan_takes_a_last_line_without_newline():
+    scan = LastEvent(b'"timings"')
     scan.feed(b'data: {"timings": oops}\n\ndata: {"timings": {"predicted_n": 4}}')
-    assert scan.timings is None
-    scan.close()
-    assert scan.timings == {"predicted_n": 4}
+    assert scan.close() == {"timings": {"predicted_n": 4}}
+
+
+def test_sse_scan_gives_nothing_for_a_last_event_that_is_not_json():
+    scan = LastEvent(b'"timings"')
+    scan.feed(b'data: {"timings": {"predicted_n": 4}}\n\ndata: {"timings": oops}\n\n')
+    assert scan.close() is None
+
+
+def test_sse_scan_notices_an_error_event():
+    scan = LastEvent(b'"usage"')
+    scan.feed(b'data: {"choices": []}\n\ndata: {"error": {"message": "x", "code": 500}}\n\n')
+    assert scan.error and scan.close() is None
 
 
 def test_sse_scan_keeps_only_the_incomplete_line():
-    scan = SSETimings()
+    scan = LastEvent(b'"timings"')
     scan.feed(b"data: " + b"x" * 10_000 + b"\n\ndata: {")
     assert scan._partial == b"data: {"
 
 
-def test_body_timings():
-    assert body_timings(b'{"timings": {"predicted_n": 3}}') == {"predicted_n": 3}
-    assert body_timings(b"[1]") is None and body_timings(b"not json") is None
+def test_whole_answers():
+    assert whole(b'{"timings": {"predicted_n": 1}}') == {"timings": {"predicted_n": 1}}
+    assert whole(b"[1]") is None and whole(b"not json") is None

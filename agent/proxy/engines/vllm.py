@@ -1,0 +1,82 @@
+"""vLLM's OpenAI-compatible server (``vllm serve``) behind the proxy.
+
+Detected by ``/version`` (``{"version": "..."}``) with ``/v1/models`` owned by ``vllm``. The target version is
+the served model id of ``/v1/models``; vLLM names no draft, so the draft version is the pool's
+``--draft-version``.
+
+Per request (``--per-request-spec-decode-metrics summary|detailed``, docs/features/speculative_decoding/
+acceptance_metrics.md of vllm-project/vllm): ``metrics.speculative_decoding`` of a completion or chat answer
+with ``n == 1`` (streamed: the final usage chunk, sent with ``stream_options.include_usage`` or
+``--enable-force-include-usage``): ``num_spec_steps`` verification steps that had drafts,
+``num_draft_tokens``, ``num_accepted_draft_tokens`` (bonus tokens excluded), ``num_spec_tokens`` (K), and
+``acceptance_histogram`` (entry j: steps that accepted exactly j). Emitted tokens are ``usage.completion_tokens``;
+steps are emitted - accepted (the prefill's token and steps without drafts count as steps, as llama.cpp's do),
+never fewer than ``num_spec_steps``. Time: ``metrics.time_to_first_token_ms + generation_time_ms`` with
+``--enable-per-request-metrics``, else the proxy's wall time of the request. Without the flag a speculating pool
+gets pool-level records from ``vllm:spec_decode_*`` counters on ``/metrics`` (agent/proxy/engines/pool_level.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.proxy.engines.base import Figures, Found, Missing, count, field, number, per_position
+from agent.proxy.versions import models_id
+from specwatch_core.records import RecordError
+
+NAME = "vllm"
+TITLE = "vLLM"
+MARKER = b'"usage"'
+PROBES = ("/version", "/v1/models")
+PAGES = ("/v1/models",)
+COUNTERS = "/metrics"
+FLAG = "start vLLM with --per-request-spec-decode-metrics summary"
+MISSING = ("metrics.speculative_decoding", FLAG)
+
+
+def detect(probes: dict[str, Any]) -> bool:
+    version = probes.get("/version")
+    owner = field(probes.get("/v1/models"), "data", 0, "owned_by")
+    return isinstance(version, dict) and isinstance(version.get("version"), str) and owner in (None, "vllm")
+
+
+def versions(pages: dict[str, Any]) -> Found:
+    return Found(models_id(pages.get("/v1/models")))
+
+
+def figures(answer: dict, lookahead: int) -> Figures | None:
+    """The request's figures; Missing when a speculating pool's answer lacks them; None when the answer has no
+    usage (an error, an answer cut short) or several sequences (``n`` > 1: vLLM reports no figures for them);
+    RecordError naming the field when a figure is not a count."""
+    if "error" in answer or answer.get("object") == "error" or len(answer.get("choices") or ()) > 1:
+        return None
+    emitted = field(answer, "usage", "completion_tokens")
+    if emitted is None and "choices" in answer:
+        raise Missing("usage", "a streamed request without stream_options.include_usage: start vLLM with "
+                               "--enable-force-include-usage")
+    if not count(emitted) or emitted < 1:
+        return None
+    metrics = answer.get("metrics")
+    seconds = _seconds(metrics)
+    spec = field(metrics, "speculative_decoding")
+    if not isinstance(spec, dict):
+        if lookahead == 0:
+            return Figures(emitted, steps=emitted, seconds=seconds)
+        raise Missing(*MISSING)
+    steps, drafted, accepted = (spec.get(k) for k in ("num_spec_steps", "num_draft_tokens",
+                                                      "num_accepted_draft_tokens"))
+    for name, value in (("num_spec_steps", steps), ("num_draft_tokens", drafted),
+                        ("num_accepted_draft_tokens", accepted)):
+        if not count(value):
+            raise RecordError(f"metrics.speculative_decoding.{name}", f"must be a whole count, got {value!r}")
+    histogram = spec.get("acceptance_histogram")
+    whole = isinstance(histogram, list) and all(map(count, histogram))
+    k = spec.get("num_spec_tokens")
+    return Figures(emitted, drafted, accepted, min(emitted, max(steps, emitted - accepted)), seconds,
+                   per_position(histogram) if whole else None, k if count(k) else None,
+                   sum(histogram) if whole else None)
+
+
+def _seconds(metrics: Any) -> float | None:
+    first, rest = field(metrics, "time_to_first_token_ms"), field(metrics, "generation_time_ms")
+    return (first + rest) / 1000.0 if number(first) and number(rest) and first >= 0 and rest >= 0 else None
