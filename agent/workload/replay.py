@@ -98,6 +98,9 @@ class Prompts:
     """Each domain's prompts in a seeded order, handed out in turn and cycling."""
 
     def __init__(self, sets: dict[str, list[Prompt]], seed: int):
+        empty = [d for d, ps in sets.items() if not ps]
+        if empty:
+            raise ValueError(f"mix: no prompts for {empty[0]!r} in this split")
         self._sets = {d: random.Random(f"{seed}:{d}").sample(ps, len(ps)) for d, ps in sets.items()}
         self._next = dict.fromkeys(sets, 0)
 
@@ -126,6 +129,9 @@ def replay(config: ReplayConfig, sets: dict[str, list[Prompt]] | None = None,
 async def replay_async(config: ReplayConfig, sets: dict[str, list[Prompt]] | None = None,
                        progress: Callable[[Result], None] | None = None) -> Replay:
     sets = sets if sets is not None else prompt_sets_for(config.schedule, config.split)
+    missing = [d for d in config.schedule.domains if d not in sets]
+    if missing:
+        raise ValueError(f"mix: no prompt set given for {missing[0]!r}")
     picker, rng = Prompts(sets, config.seed), random.Random(config.seed)
     results: list[Result] = []
     claimed = in_flight = most = 0

@@ -122,6 +122,16 @@ def test_a_domain_cycles_through_its_prompts_in_a_seeded_order():
     assert [picker.next("chat").id for _ in range(3)] == firsts
 
 
+def test_a_mix_without_prompts_for_one_of_its_domains_is_refused_before_sending(stand_in):
+    server, url = stand_in()
+    chat = load("chat", "heldout")
+    with pytest.raises(ValueError, match="^mix: no prompt set given for 'json'"):
+        replay(ReplayConfig(url, schedule("chat", ["1s:json"]), requests=2), {"chat": chat})
+    with pytest.raises(ValueError, match="^mix: no prompts for 'json'"):
+        replay(ReplayConfig(url, schedule("chat,json"), requests=2), {"chat": chat, "json": []})
+    assert server.seen == []
+
+
 def test_the_generate_route_gets_text_in_the_chat_template_and_the_token(stand_in):
     server, url = stand_in()
     run = replay(ReplayConfig(url, schedule("edit"), api="generate", requests=3, token="s3cret",
