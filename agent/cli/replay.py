@@ -62,7 +62,7 @@ def replay(
 
     Prints a progress bar, then per domain: requests, errors, generated tokens, tok/s (over the run), tok/s/req
     (over the requests' own time), median and 95th-percentile latency; then the requests per domain in each
-    phase of the mix. Exit 1 when no request succeeded.
+    phase of the mix. Ctrl-C stops the run and prints what finished. Exit 1 when no request succeeded.
     """
     from agent.workload import tally
     from agent.workload.mix import MixError, parse_seconds, schedule
@@ -83,8 +83,9 @@ def replay(
         raise fail(str(exc))
     with _progress(config) as advance:
         result = run(config, sets, progress=advance)
+    stopped = " (stopped early)" if result.interrupted else ""
     emit_rows(tally.summary(result), fmt, title=f"replay of {url}: {len(result.results)} requests in "
-                                                f"{result.seconds:.1f} s, concurrency {concurrency}")
+                                                f"{result.seconds:.1f} s{stopped}, concurrency {concurrency}")
     if fmt is Format.table:
         emit_rows([{"phase": p["phase"], "from s": p["from_s"], "mix": p["mix"], "requests": p["requests"],
                     **p["by_domain"]} for p in tally.phases(result, plan)], fmt)

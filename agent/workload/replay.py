@@ -87,11 +87,13 @@ class Result:
 
 @dataclass(frozen=True)
 class Replay:
-    """A finished run: every result in start order, the run's wall time and the most requests in flight."""
+    """A finished run: every result in start order, the run's wall time, the most requests in flight, and
+    whether it was stopped early (Ctrl-C)."""
 
     results: list[Result]
     seconds: float
     max_in_flight: int
+    interrupted: bool = False
 
 
 class Prompts:
@@ -122,24 +124,45 @@ def prompt_sets_for(schedule: Schedule, split: str | None) -> dict[str, list[Pro
 
 def replay(config: ReplayConfig, sets: dict[str, list[Prompt]] | None = None,
            progress: Callable[[Result], None] | None = None) -> Replay:
-    """Run the replay; ``progress`` is called with every result as it comes."""
-    return asyncio.run(replay_async(config, sets, progress))
+    """Run the replay; ``progress`` is called with every result as it comes. Ctrl-C stops it: the requests
+    that finished by then are the run (``interrupted`` set)."""
+    gathered = _Gathered()
+    try:
+        asyncio.run(replay_async(config, sets, progress, gathered))
+    except KeyboardInterrupt:
+        gathered.interrupted = True
+    return gathered.replay()
+
+
+class _Gathered:
+    """What a run has gathered so far (kept outside the event loop, so an interrupted run keeps it)."""
+
+    def __init__(self) -> None:
+        self.results: list[Result] = []
+        self.in_flight = self.most = 0
+        self.began = time.monotonic()
+        self.interrupted = False
+
+    def replay(self) -> Replay:
+        return Replay(sorted(self.results, key=lambda r: r.index), time.monotonic() - self.began, self.most,
+                      self.interrupted)
 
 
 async def replay_async(config: ReplayConfig, sets: dict[str, list[Prompt]] | None = None,
-                       progress: Callable[[Result], None] | None = None) -> Replay:
+                       progress: Callable[[Result], None] | None = None,
+                       gathered: _Gathered | None = None) -> Replay:
     sets = sets if sets is not None else prompt_sets_for(config.schedule, config.split)
     missing = [d for d in config.schedule.domains if d not in sets]
     if missing:
         raise ValueError(f"mix: no prompt set given for {missing[0]!r}")
     picker, rng = Prompts(sets, config.seed), random.Random(config.seed)
-    results: list[Result] = []
-    claimed = in_flight = most = 0
-    began = time.monotonic()
+    run = gathered if gathered is not None else _Gathered()
+    run.began = time.monotonic()
+    claimed = 0
 
     def claim() -> tuple[int, float] | None:
         nonlocal claimed
-        elapsed = time.monotonic() - began
+        elapsed = time.monotonic() - run.began
         if (config.requests is not None and claimed >= config.requests) or (
                 config.duration is not None and elapsed >= config.duration):
             return None
@@ -147,19 +170,18 @@ async def replay_async(config: ReplayConfig, sets: dict[str, list[Prompt]] | Non
         return claimed - 1, elapsed
 
     async def worker(client: httpx.AsyncClient) -> None:
-        nonlocal in_flight, most
         while (slot := claim()) is not None:
             index, elapsed = slot
             phase = config.schedule.phase_at(elapsed)
             domain = choose(config.schedule.phases[phase][1], rng.random())
             prompt = picker.next(domain)
-            in_flight += 1
-            most = max(most, in_flight)
+            run.in_flight += 1
+            run.most = max(run.most, run.in_flight)
             try:
                 result = await send(client, config, prompt, index, phase, elapsed)
             finally:
-                in_flight -= 1
-            results.append(result)
+                run.in_flight -= 1
+            run.results.append(result)
             if progress is not None:
                 progress(result)
 
@@ -168,8 +190,7 @@ async def replay_async(config: ReplayConfig, sets: dict[str, list[Prompt]] | Non
     async with httpx.AsyncClient(base_url=config.url.rstrip("/"), timeout=config.timeout, limits=limits,
                                  headers=headers) as client:
         await asyncio.gather(*(worker(client) for _ in range(config.concurrency)))
-    results.sort(key=lambda r: r.index)
-    return Replay(results, time.monotonic() - began, most)
+    return run.replay()
 
 
 async def send(client: httpx.AsyncClient, config: ReplayConfig, prompt: Prompt, index: int, phase: int,

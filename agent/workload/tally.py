@@ -62,5 +62,6 @@ def as_json(config: ReplayConfig, run: Replay) -> dict:
             "seed": config.seed, "max_tokens": config.sampling.max_tokens,
             "temperature": config.sampling.temperature,
             "schedule": [{"from_s": at, "mix": str(mix)} for at, mix in config.schedule.phases],
-            "seconds": run.seconds, "max_in_flight": run.max_in_flight, "summary": summary(run),
-            "phases": phases(run, config.schedule), "results": [asdict(r) for r in run.results]}
+            "seconds": run.seconds, "max_in_flight": run.max_in_flight, "interrupted": run.interrupted,
+            "summary": summary(run), "phases": phases(run, config.schedule),
+            "results": [asdict(r) for r in run.results]}

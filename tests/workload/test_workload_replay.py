@@ -156,6 +156,20 @@ def test_chatml_is_smollm2s_template_with_its_default_system_message():
         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 
 
+def test_ctrl_c_stops_the_run_and_keeps_what_finished(stand_in):
+    server, url = stand_in(delay=0.02)
+    seen = []
+
+    def progress(result):
+        seen.append(result)
+        if len(seen) == 5:
+            raise KeyboardInterrupt
+
+    run = replay(ReplayConfig(url, schedule("chat"), concurrency=2, requests=1000), progress=progress)
+    assert run.interrupted and 5 <= len(run.results) < 1000 and len(server.seen) < 1000
+    assert run.results == sorted(seen, key=lambda r: r.index)
+
+
 def test_an_endpoint_that_is_down_gives_failed_results_not_an_exception():
     url = f"http://127.0.0.1:{free_port()}"
     run = replay(ReplayConfig(url, schedule("chat"), concurrency=2, requests=4, timeout=5))
