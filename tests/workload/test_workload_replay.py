@@ -5,7 +5,9 @@ writes the run."""
 
 from __future__ import annotations
 
+import gc
 import json
+import signal
 
 import pytest
 from stand_in import StandIn
@@ -156,18 +158,21 @@ def test_chatml_is_smollm2s_template_with_its_default_system_message():
         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 
 
-def test_ctrl_c_stops_the_run_and_keeps_what_finished(stand_in):
+def test_ctrl_c_stops_the_run_and_keeps_what_finished(stand_in, caplog):
+    """SIGINT as Ctrl-C sends it: asyncio.run cancels the run, nothing is left pending or unretrieved."""
     server, url = stand_in(delay=0.02)
     seen = []
 
     def progress(result):
         seen.append(result)
         if len(seen) == 5:
-            raise KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)
 
     run = replay(ReplayConfig(url, schedule("chat"), concurrency=2, requests=1000), progress=progress)
     assert run.interrupted and 5 <= len(run.results) < 1000 and len(server.seen) < 1000
     assert run.results == sorted(seen, key=lambda r: r.index)
+    gc.collect()
+    assert not [r for r in caplog.records if r.name == "asyncio"]
 
 
 def test_an_endpoint_that_is_down_gives_failed_results_not_an_exception():
