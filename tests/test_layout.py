@@ -35,7 +35,8 @@ FLOORS = (
     ("http", "demo", "hf"),                           # `specwatch serve`, the demo, transformers' generate()
     ("runtime", "guard", "advice", "pretrained"),     # wiring and running a sidecar; guard; recommend; real model
     ("hub", "kit"),                                   # the Sidecar and what it holds; the model kit
-    ("decoding", "ring", "scrape", "engines"),        # the decoder; the step ring; engine pages; engine processes
+    ("decoding", "ring", "scrape", "engines", "workload"),  # the decoder; the step ring; engine pages; engine
+                                                      # processes; prompt sets and replayed traffic
 )
 # Modules directly in agent/ besides its __init__.py: each belongs in a folder.
 MAX_FLAT = 0

@@ -1,9 +1,9 @@
 """The ``specwatch`` command line: thin commands that build objects and call one library function.
 
 One module a command (agent/cli/alerts.py, db.py, decode.py, demo.py, guard.py, models.py, proxy.py,
-recommend.py, scrape.py, serve.py, stats.py), registered on ``app`` by ``_register`` when ``main`` runs, so that importing
-the package loads no command; what they share (consoles, formats, ``fail``, ``emit_rows``) is in
-agent/cli/output.py and re-exported here.
+recommend.py, replay.py, scrape.py, serve.py, stats.py), registered on ``app`` by ``_register`` when ``main``
+runs, so that importing the package loads no command; what they share (consoles, formats, ``fail``,
+``emit_rows``) is in agent/cli/output.py and re-exported here.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _options(show_version: bool = typer.Option(False, "--version", callback=_ver
 
 
 def _register() -> None:
-    from agent.cli import alerts, db, demo, guard, proxy, recommend, serve, stats
+    from agent.cli import alerts, db, demo, guard, proxy, recommend, replay, serve, stats
     from agent.cli import pretrained  # noqa: F401 - registers `models pretrained` on models_app
     from agent.cli.decode import decode
     from agent.cli.models import models_app
@@ -66,6 +66,8 @@ def _register() -> None:
                                                  "pools.")(proxy.proxy)
     app.command("recommend", epilog=recommend.EXAMPLE,
                 short_help="Each engine's start-up flags from the stored history.")(recommend.recommend_cmd)
+    app.command(epilog=replay.EXAMPLE, short_help="Replay a mix of the workload's prompt sets through an "
+                                                  "OpenAI-compatible endpoint.")(replay.replay)
     app.command(epilog=guard.EXAMPLE, short_help="Predict each domain's acceptance under a new target before it "
                                                  "ships (a CI gate).")(guard.guard)
 
