@@ -3,6 +3,7 @@ planner picks the coarsest tier that answers a range exactly."""
 
 import pytest
 
+from answers import same
 from history import T0, random_steps, step
 from storage import StatsQuery, Store, StoreConfig
 from storage.planner import Segment
@@ -13,17 +14,6 @@ ALL = ("domain", "lookahead", "pod", "target_version", "hour")
 
 def rows(store, by=ALL, **kw):
     return store.stats(StatsQuery(by=by, until=T0 + 400 * 86400, **kw)).rows
-
-
-def same(a, b):
-    assert len(a) == len(b) and a  # never vacuous
-    for x, y in zip(a, b):
-        assert x.keys() == y.keys()
-        for key, value in x.items():
-            if isinstance(value, float):
-                assert value == pytest.approx(y[key], rel=1e-9, abs=1e-12), key
-            else:
-                assert value == y[key], key
 
 
 @pytest.fixture
