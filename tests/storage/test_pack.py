@@ -61,7 +61,7 @@ def test_a_late_row_for_a_packed_hour_wins_and_is_rolled_up(packed, db_url, cloc
     other.close()
     direct = rows(store, ("domain", "pod", "minute"), tier="window")
     assert {r["pod"] for r in direct} == {"pod-a", "pod-b", "pod-late"}
-    assert store.rollup(T0 + 4 * H) == {"minute": 1, "hour": 1, "day": 0}  # from blocks and the row
+    assert store.rollup(T0 + 4 * H) == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 0}  # from blocks and the row
     same(rows(store, ("domain", "pod", "minute"), tier="minute"), direct)
     same(rows(store, ("domain", "pod", "hour"), tier="hour"), rows(store, ("domain", "pod", "hour"), tier="window"))
     rebuilt = count(store, schema.minutes)  # every series' row of that minute, rebuilt beside its block
@@ -116,7 +116,7 @@ def test_blocks_of_an_hour_the_tier_above_does_not_cover_are_kept(store):
     store.rollup(T0 + 2 * DAY)  # rolled up to the day: without the mark below, the blocks would go
     store.pack(T0 + 2 * DAY)
     assert count(store, schema.minute_blocks) > 0
-    with store.db.write() as conn:  # the hour is behind again (a late row elsewhere in it)
-        conn.execute(sa.insert(schema.dirty), [dict(tier="hour", bucket_start=T0, shard=0, changes=1)])
+    with store.db.write() as conn:  # the ten minutes above them are behind again (a late row elsewhere)
+        conn.execute(sa.insert(schema.dirty), [dict(tier="ten_minute", bucket_start=T0, shard=0, changes=1)])
     store.prune(T0 + 40 * DAY)
     assert count(store, schema.minute_blocks) > 0

@@ -26,13 +26,13 @@ def history(store):
 def test_rollup_equals_direct_aggregation(history):
     direct = rows(history, tier="window")
     positions = rows(history, by=("domain", "position"), tier="window")
-    assert history.rollup(T0 + 3 * H) == {"minute": 180, "hour": 3, "day": 0}  # the day has not ended
+    assert history.rollup(T0 + 3 * H) == {"minute": 180, "ten_minute": 18, "hour": 3, "day": 0}  # the day has not ended
     for tier in ("minute", "hour", None):
         same(rows(history, tier=tier), direct)
         same(rows(history, by=("domain", "position"), tier=tier), positions)
-    assert history.rollup(T0 + 3 * H) == {"minute": 0, "hour": 0, "day": 0}  # nothing changed since
+    assert history.rollup(T0 + 3 * H) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 0}  # nothing changed since
     same(rows(history, tier="hour"), direct)
-    assert history.rollup(T0 + 86400) == {"minute": 0, "hour": 0, "day": 1}
+    assert history.rollup(T0 + 86400) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 1}
     by_day = ("domain", "lookahead", "pod", "target_version", "day")
     same(rows(history, by=by_day, tier="day"), rows(history, by=by_day, tier="window"))
     same(rows(history, by=("domain", "position"), tier="day"), positions)
@@ -53,7 +53,7 @@ def test_late_data_is_rolled_up_again(history, db_url, clock):
     other.close()
     direct = rows(history, tier="window")
     same(rows(history), direct)  # the stale hour is answered from below until the next rollup
-    assert history.rollup(T0 + 3 * H) == {"minute": 1, "hour": 1, "day": 0}
+    assert history.rollup(T0 + 3 * H) == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 0}
     same(rows(history, tier="hour"), direct)
 
 
@@ -100,7 +100,8 @@ def test_tier_selection(history):
 
     assert segments(T0, T0 + 3 * H) == (Segment("hour", T0, T0 + 3 * H),)
     assert segments(T0 + 70, T0 + 2 * H) == (Segment("window", T0 + 70, T0 + 120),
-                                             Segment("minute", T0 + 120, T0 + H),
+                                             Segment("minute", T0 + 120, T0 + 600),
+                                             Segment("ten_minute", T0 + 600, T0 + H),
                                              Segment("hour", T0 + H, T0 + 2 * H))
     assert segments(T0, T0 + 3 * H, by=("minute",)) == (Segment("minute", T0, T0 + 3 * H),)
     assert segments(T0, T0 + 3 * H, by=("day", "domain")) == (Segment("hour", T0, T0 + 3 * H),)
@@ -111,7 +112,9 @@ def test_tier_selection(history):
                                                        Segment("minute", T0 + 86400, T0 + 86400 + 60))
     history.write_records([step(ts=T0 + 3 * H + 5)])
     history.flush(T0 + 3 * H + 60)  # a new minute, not rolled up yet
-    # The hour holding it is behind; its written minute comes from windows, the rest from (empty) minutes.
+    # The hour holding it is behind; its written minute comes from windows, the rest of its ten minutes from
+    # (empty) minutes, the rest of the hour from (empty) ten-minute rows.
     assert segments(T0, T0 + 4 * H) == (Segment("hour", T0, T0 + 3 * H),
                                         Segment("window", T0 + 3 * H, T0 + 3 * H + 60),
-                                        Segment("minute", T0 + 3 * H + 60, T0 + 4 * H))
+                                        Segment("minute", T0 + 3 * H + 60, T0 + 3 * H + 600),
+                                        Segment("ten_minute", T0 + 3 * H + 600, T0 + 4 * H))
