@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from storage import StatsQuery, Store, StoreConfig, schema
+from storage import StatsQuery, Store, StoreConfig, pack, schema
+from storage.tiers import tiers
 
 DAY, HOUR = 86400, 3600
 
@@ -76,6 +77,8 @@ def load(engine: sa.Engine, pods: int, domains: int, days: int, d: int, say: Cal
              ("minutes", 60, d - keep.retain_minutes - 600, d - keep.retain_minutes, True),
              ("windows", 10, d - 120, d, True), ("windows", 10, d + 3540, d + 3570, True),
              ("minutes", 60, d - HOUR, d + 3540, True)]
+    if "ten_minutes" in tables:  # schema 0006 on: the hour before D and the ended ten minutes after it
+        parts.append(("ten_minutes", 600, d - HOUR, d + 3000, True))
     parts += [("hours", HOUR, d - (day + 1) * DAY, d - day * DAY, False) for day in range(days)]
     if has_days:
         parts.append(("days", DAY, d - days * DAY, d, False))
@@ -99,31 +102,63 @@ def load(engine: sa.Engine, pods: int, domains: int, days: int, d: int, say: Cal
         if i % 5 == 4 or i == len(parts) - 1:
             say(f"  loaded {i + 1}/{len(parts)} parts, {sum(out['rows'].values()):,} rows, "
                 f"{time.perf_counter() - start:.0f} s")
+    packed = "window_blocks" in tables
+    if packed:
+        out["packed"] = _pack_slices(engine, d, say)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         t0 = time.perf_counter()
         conn.exec_driver_sql("VACUUM ANALYZE")  # as autovacuum would have left the tables
         out["seconds"]["vacuum_analyze"] = time.perf_counter() - t0
-    _state(engine, d, days, has_days)
+    _state(engine, d, days, has_days, packed)
     out["load_seconds"] = time.perf_counter() - start
     out["has_days"] = has_days
     return out
 
 
-def _state(engine: sa.Engine, d: int, days: int, has_days: bool) -> None:
-    """Tier bookkeeping as a running fleet leaves it at D + 59.5 min: every ended minute rolled up, the
-    current minute and hour marked behind."""
+def _pack_slices(engine: sa.Engine, d: int, say: Callable[[str], None]) -> dict:
+    """Schema 0006 on: the slices at the retention cut-offs are packed into blocks, as the pack job leaves
+    them (the hour each is in), so retention drops their day partition. Timed: the pack's cost at scale."""
     keep = StoreConfig()
-    state = [("window", d - keep.retain_windows - 600, 0), ("minute", d - keep.retain_minutes - 600, d + 3540),
-             ("hour", d - days * DAY, d)]
+    window, minute = tiers(keep)[:2]
+    out = {}
+    for tier, cut in ((window, d - keep.retain_windows), (minute, d - keep.retain_minutes)):
+        hour = cut - HOUR
+        t0 = time.perf_counter()
+        with engine.begin() as conn:
+            rows = conn.execute(sa.select(sa.func.count()).select_from(tier.table).where(
+                tier.table.c.bucket_start >= hour, tier.table.c.bucket_start < cut)).scalar()
+            ranges = pack.series_ranges(conn)
+        blocks = 0
+        for first, end in ranges:
+            with engine.begin() as conn:
+                blocks += pack.pack_series(conn, tier, hour, first, end)
+        out[tier.name] = dict(rows=rows, blocks=blocks, seconds=time.perf_counter() - t0)
+        say(f"  packed {rows:,} {tier.name} rows into {blocks:,} blocks in {out[tier.name]['seconds']:.0f} s")
+    return out
+
+
+def _state(engine: sa.Engine, d: int, days: int, has_days: bool, packed: bool) -> None:
+    """Tier bookkeeping as a running fleet leaves it at D + 59.5 min: every ended minute rolled up, the
+    current minute and hour marked behind; with blocks, the cut-off slices packed."""
+    keep = StoreConfig()
+    state = [("window", d - keep.retain_windows - 600, 0, d - keep.retain_windows),
+             ("minute", d - keep.retain_minutes - 600, d + 3540, d - keep.retain_minutes),
+             ("hour", d - days * DAY, d, 0)]
+    if packed:  # the ten-minute tier came with the blocks (0006): loaded from the hour before D
+        state.append(("ten_minute", d - HOUR, d + 3000, 0))
     if has_days:
-        state.append(("day", d - days * DAY, d))
+        state.append(("day", d - days * DAY, d, 0))
+    columns, values = ("tier, available_from, rolled_until, packed_until", ":t, :a, :r, :p") if packed else \
+        ("tier, available_from, rolled_until", ":t, :a, :r")
     with engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM tier_state"))
-        conn.execute(sa.text("INSERT INTO tier_state VALUES (:t, :a, :r)"),
-                     [dict(t=t, a=a, r=r) for t, a, r in state])
+        conn.execute(sa.text(f"INSERT INTO tier_state ({columns}) VALUES ({values})"),
+                     [dict(t=t, a=a, r=r, p=p) for t, a, r, p in state])
         conn.execute(sa.text("DELETE FROM dirty"))
-        conn.execute(sa.text("INSERT INTO dirty VALUES (:t, :b, 1)"),
-                     [dict(t="minute", b=d + 3540), dict(t="hour", b=d)])
+        marks = [dict(t="minute", b=d + 3540), dict(t="hour", b=d)]
+        if packed:
+            marks.append(dict(t="ten_minute", b=d + 3000))
+        conn.execute(sa.text("INSERT INTO dirty VALUES (:t, :b, 1)"), marks)
 
 
 def time_stats(url: str, now: float, query: StatsQuery, repeats: int) -> dict:

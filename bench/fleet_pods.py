@@ -65,14 +65,16 @@ class WorkerResult:
 
 
 def run_pods(url: str, pods: list[str], sim_seconds: int, start: float, pace: float, wall_start: float,
-             domains: int = DOMAINS, rollup_every: int = 60) -> WorkerResult:
-    """One worker: ``pods`` flushing every simulated second for ``sim_seconds``."""
-    db = Database.open(url)
+             own_connections: bool = False, domains: int = DOMAINS, rollup_every: int = 60) -> WorkerResult:
+    """One worker: ``pods`` flushing every simulated second for ``sim_seconds``. ``own_connections``: each
+    pod opens its own database connection, as sidecars do (through a pooler: a thousand of them)."""
     clock = SimClock(start)
     config = StoreConfig(pod="x", max_past_seconds=7 * 86400)
     rng = random.Random(hash(pods[0]) & 0xFFFF)
+    shared = None if own_connections else Database.open(url)
+    dbs = [shared or Database.open(url) for _ in pods]
     stores = [Store(db, StoreConfig(**{**config.__dict__, "pod": name}), clock=clock, backfill=True)
-              for name in pods]
+              for db, name in zip(dbs, pods)]
     phases = sorted((rng.random(), i) for i in range(len(stores)))
     prepared = domain_records(os.getpid(), domains)
     flushes, rollups, rows, records = [], [], 0, 0
@@ -91,13 +93,15 @@ def run_pods(url: str, pods: list[str], sim_seconds: int, start: float, pace: fl
             flushes.append(time.perf_counter() - t0)
             if (second + i) % rollup_every == 0 and second:
                 t0 = time.perf_counter()
-                stores[i].rollup(clock.now)
+                stores[i].rollup(clock.now)  # the sidecar's rollup job: roll up, then pack what is due
+                stores[i].pack(clock.now)
                 rollups.append(time.perf_counter() - t0)
     clock.now = start + sim_seconds
     for s in stores:
         rows += s.flush(clock.now)
     wall = time.time() - wall_start
-    db.dispose()
+    for db in {id(db): db for db in dbs}.values():
+        db.dispose()
     return WorkerResult(flushes, rollups, rows, records, wall)
 
 

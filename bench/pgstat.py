@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -64,3 +65,31 @@ def vacuum_full(engine: sa.Engine, tables: list[str]) -> None:
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         for t in tables:
             conn.exec_driver_sql(f'VACUUM FULL "{t}"')
+
+
+class ConnectionSampler:
+    """The most server connections (``pg_stat_activity``) to ``database`` seen while the block runs, sampled
+    every ``every`` seconds on a thread (``database`` None: nothing sampled, ``most`` stays None)."""
+
+    def __init__(self, admin: sa.Engine, database: str | None, every: float = 0.25):
+        self.admin, self.database, self.every = admin, database, every
+        self.most: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with self.admin.connect() as conn:
+            while not self._stop.wait(self.every):
+                n = int(conn.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d"),
+                                     {"d": self.database}).scalar())
+                self.most = max(self.most or 0, n)
+
+    def __enter__(self) -> "ConnectionSampler":
+        if self.database is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()

@@ -39,8 +39,11 @@ class Timeouts:
 class Database:
     """An engine plus the two kinds of transaction the store uses: ``read()`` and ``write()``."""
 
-    def __init__(self, engine: sa.Engine):
+    def __init__(self, engine: sa.Engine, timeouts: Timeouts | None = None):
         self.engine = engine
+        # PostgreSQL: set at the start of every transaction (SET LOCAL), never for the session, so that
+        # a transaction pooler (PgBouncer in transaction mode) may hand each transaction another server.
+        self._begin = f"SET LOCAL statement_timeout = {max(1, int((timeouts or Timeouts()).statement * 1000))}"
         self.dialect = engine.dialect.name
         self.in_memory = self.dialect == "sqlite" and engine.url.database in (None, "", ":memory:")
 
@@ -69,14 +72,14 @@ class Database:
         timeouts = timeouts or Timeouts()
         options: dict = {"pool_timeout": timeouts.pool}
         if backend == "postgresql":
-            options.update(pool_pre_ping=True, connect_args=_pg_timeouts(parsed, timeouts))
+            options.update(pool_pre_ping=True, connect_args=_pg_connect_args(parsed, timeouts))
         try:
             engine = sa.create_engine(parsed, **options)
         except (NoSuchModuleError, ImportError) as exc:
             raise StoreError(f"cannot open {backend}: {exc}") from exc
         if backend == "sqlite":
             _sqlite_setup(engine, timeouts)
-        return cls(engine)
+        return cls(engine, timeouts)
 
     @contextmanager
     def read(self, scan: bool = False) -> Iterator[sa.Connection]:
@@ -86,9 +89,9 @@ class Database:
         primary key is a near-sequential read, but at the default 4 the planner scanned a whole 30-day hours
         table (2.4 GB) for its last 23 hours: 0.8-1.1 s against 0.19-0.23 s (bench/fleet.py, docs/fleet.md)."""
         with database_errors(), self.engine.connect() as conn:
-            if scan and self.dialect == "postgresql":  # SET LOCAL: this read's transaction only
-                conn.exec_driver_sql("SET LOCAL jit = off")
-                conn.exec_driver_sql("SET LOCAL random_page_cost = 1.1")
+            if self.dialect == "postgresql":  # SET LOCAL: this read's transaction only; one round trip
+                scan_settings = "; SET LOCAL jit = off; SET LOCAL random_page_cost = 1.1" if scan else ""
+                conn.exec_driver_sql(self._begin + scan_settings)
             yield conn
 
     @contextmanager
@@ -99,6 +102,8 @@ class Database:
         with database_errors(), self.engine.connect() as conn:
             conn.execution_options(specwatch_write=True)
             with conn.begin():
+                if self.dialect == "postgresql":
+                    conn.exec_driver_sql(self._begin)
                 if exclusive and self.dialect == "postgresql":
                     conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"),
                                  {"k": zlib.crc32(f"specwatch:{exclusive}".encode())})
@@ -139,16 +144,14 @@ def database_errors() -> Iterator[None]:
         raise StoreError(f"database error: {lines[0] if lines else type(cause).__name__}") from exc
 
 
-def _pg_timeouts(url: sa.URL, timeouts: Timeouts) -> dict:
-    """libpq connection parameters for ``timeouts``; values the URL sets itself win."""
+def _pg_connect_args(url: sa.URL, timeouts: Timeouts) -> dict:
+    """libpq connection parameters; values the URL sets itself win. Nothing that makes session state: no
+    server-side prepared statements (``prepare_threshold``), and the statement timeout is set per
+    transaction (``Database.read`` / ``write``), not in the startup ``options``, which PgBouncer refuses."""
     ms = max(1, int(timeouts.statement * 1000))
-    args: dict = {"connect_timeout": max(1, math.ceil(timeouts.connect)), "tcp_user_timeout": ms}
-    args = {k: v for k, v in args.items() if k not in url.query}
-    options = url.query.get("options", "")
-    options = " ".join(options) if isinstance(options, tuple) else options
-    if "statement_timeout" not in options:  # e.g. a search_path set there stays
-        args["options"] = f"{options} -c statement_timeout={ms}".strip()
-    return args
+    args: dict = {"connect_timeout": max(1, math.ceil(timeouts.connect)), "tcp_user_timeout": ms,
+                  "prepare_threshold": None}
+    return {k: v for k, v in args.items() if k not in url.query}
 
 
 def _sqlite_setup(engine: sa.Engine, timeouts: Timeouts) -> None:

@@ -14,6 +14,7 @@ from storage.planner import Plan, Segment, TierView, plan
 from storage.ratios import Totals
 from storage.sql import bucket, floor_to
 from storage.state import load_state
+from storage.tierread import grouped
 from storage.tiers import Tier
 
 TIME_DIMS = {"10s": 10, "minute": 60, "5m": 300, "hour": 3600, "day": 86400}
@@ -67,6 +68,8 @@ def stats(conn: sa.Connection, query: StatsQuery, chain: tuple[Tier, ...], now: 
         since = int(math.floor(query.since))
     else:  # all history: from the oldest row still complete in some tier (or nothing at all)
         oldest = [conn.execute(sa.select(sa.func.min(t.table.c.bucket_start))).scalar() for t in chain]
+        oldest += [conn.execute(sa.select(sa.func.min(t.blocks.c.block_start))).scalar() for t in chain
+                   if t.blocks is not None]
         oldest = [o for o in oldest if o is not None]
         complete = 0 if query.tier is not None else min(s.available_from for s in state.values())
         since = max(complete, min(oldest)) if oldest else until
@@ -80,8 +83,15 @@ def stats(conn: sa.Connection, query: StatsQuery, chain: tuple[Tier, ...], now: 
     positions = "position" in query.by
     groups: dict[tuple, list] = {}
     for segment in the_plan.segments:
-        for row in conn.execute(_select(tiers[segment.tier], segment, query, positions)):
-            _accumulate(groups, row, query.by, positions)
+        tier = tiers[segment.tier]
+        packed = state[tier.name].packed_until if tier.blocks is not None else 0
+        if segment.start < packed:  # hours in blocks: summed in Python (storage/tierread.py)
+            for row in _packed(conn, tier, segment.start, min(segment.end, packed), query, positions):
+                _accumulate(groups, row, query.by, positions)
+        if max(segment.start, packed) < segment.end:
+            part = Segment(segment.tier, max(segment.start, packed), segment.end)
+            for row in conn.execute(_select(tier, part, query, positions)):
+                _accumulate(groups, row, query.by, positions)
     rows = _position_rows(groups, query.by) if positions else _rows(groups, query.by)
     return StatsResult(query.by, rows, the_plan)
 
@@ -138,6 +148,15 @@ def _select(tier: Tier, segment: Segment, query: StatsQuery, positions: bool) ->
     if query.domain is not None:
         stmt = stmt.where(s.domain == query.domain)
     return stmt
+
+
+def _packed(conn, tier: Tier, lo: int, hi: int, query: StatsQuery, positions: bool) -> list[tuple]:
+    """What ``_select`` gives, from blocks and rows of [lo, hi) of a packed tier."""
+    def key_of(series, start: int) -> tuple:
+        dims = [getattr(series, d) if d in SERIES_DIMS else floor_to(start, TIME_DIMS[d])
+                for d in query.by if d != "position"]
+        return (*dims, series.lookahead if positions else int(series.lookahead > 0))
+    return grouped(conn, tier, lo, hi, key_of, schema.AT_LEAST if positions else TOTALS, query.domain)
 
 
 def _accumulate(groups: dict[tuple, list], row, by: tuple[str, ...], positions: bool) -> None:

@@ -1,10 +1,14 @@
-"""Retention: delete rows older than their tier's retention, but only rows the tier above covers."""
+"""Retention: remove rows older than their tier's retention, but only rows the tier above covers.
+
+A fine tier's blocks go a whole hour at a time; on PostgreSQL a whole day at a time, by dropping its
+partition (storage/partitions.py): no row is deleted there, so the run takes as long at a thousand pods as
+at one. The tier's own table holds only the hours not yet packed, and is deleted from as before."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from storage import schema
+from storage import partitions, schema
 from storage.sql import bucket, floor_to
 from storage.state import load_state, save_state
 from storage.tiers import Tier
@@ -35,10 +39,24 @@ def prune(conn: sa.Connection, chain: tuple[Tier, ...], now: float, events_retai
         if covered is not None:
             where.append(covered(table))
         deleted[table.name] = conn.execute(sa.delete(table).where(*where)).rowcount
+        if lower.blocks is not None:
+            deleted.update(_drop_blocks(conn, lower.blocks, cutoff))
         state[lower.name].available_from = cutoff
-    save_state(conn, state)
+    save_state(conn, state, ["available_from"])
     horizon = now - events_retain
     for table, column in ((schema.transitions, "ts"), (schema.decisions, "ts"),
                           (schema.alerts, "ends_at")):
         deleted[table.name] = conn.execute(sa.delete(table).where(table.c[column] < horizon)).rowcount
     return deleted
+
+
+def _drop_blocks(conn: sa.Connection, blocks: sa.Table, cutoff: int) -> dict[str, int]:
+    """Blocks wholly before ``cutoff``: {table: blocks deleted} (SQLite), {table_days: days dropped} (PG)."""
+    if conn.dialect.name == "postgresql":
+        # A drop waits for the readers of the table to finish; rather than stall the writers queued
+        # behind it, give up and drop at the next run.
+        conn.exec_driver_sql("SET LOCAL lock_timeout = '2s'")
+        return {f"{blocks.name}_days": partitions.drop_before(conn, blocks, cutoff)}
+    b = blocks.c
+    return {blocks.name: conn.execute(sa.delete(blocks).where(
+        b.block_start <= cutoff - schema.BLOCK_SECONDS)).rowcount}

@@ -14,11 +14,12 @@ import sqlalchemy as sa
 from storage import schema
 from storage.sql import bucket, floor_to
 from storage.state import TierState, load_state, save_state
+from storage.tierread import plus, rows_in
 from storage.tiers import Tier
 from storage.writer import mark_dirty
 
 log = logging.getLogger(__name__)
-VALUE_COLUMNS = (*schema.COUNT_COLUMNS, *schema.SUM_COLUMNS, *schema.AT_LEAST)  # SUM of NULLs: NULL
+VALUE_COLUMNS = schema.VALUE_COLUMNS  # SUM of NULLs: NULL
 
 
 def rollup(conn: sa.Connection, chain: tuple[Tier, ...], now: float) -> dict[str, int]:
@@ -28,7 +29,7 @@ def rollup(conn: sa.Connection, chain: tuple[Tier, ...], now: float) -> dict[str
     for i, (lower, upper) in enumerate(zip(chain, chain[1:])):
         above = chain[i + 2] if i + 2 < len(chain) else None
         done[upper.name] = _rollup_pair(conn, lower, upper, above, state, now)
-    save_state(conn, state)
+    save_state(conn, state, ["rolled_until"])
     return done
 
 
@@ -46,8 +47,13 @@ def _rollup_pair(conn, lower: Tier, upper: Tier, above: Tier | None, state: dict
         log.warning("%d %s buckets changed after the %s rows below them were pruned; left as they are",
                     len(gone), upper.name, lower.name)
     todo = [s for s in starts if s >= available]
+    packed = state[lower.name].packed_until if lower.blocks is not None else 0
     for lo, hi in _runs(todo, upper.seconds):
-        _rebuild(conn, lower.table, upper.table, lo, hi, upper.seconds, VALUE_COLUMNS)
+        if lo < packed:  # late rows for hours already packed: blocks and rows, summed here
+            _rebuild_packed(conn, lower, upper.table, lo, min(hi, packed), upper.seconds)
+            lo = min(hi, packed)
+        if lo < hi:
+            _rebuild(conn, lower.table, upper.table, lo, hi, upper.seconds, VALUE_COLUMNS)
     if above is not None and todo:
         mark_dirty(conn, above.name, {floor_to(s, above.seconds) for s in todo})
     if marks:
@@ -79,3 +85,16 @@ def _rebuild(conn, src: sa.Table, dst: sa.Table, lo: int, hi: int, seconds: int,
     select = (sa.select(*keys, *(sa.func.sum(src.c[c]) for c in summed))
               .where(src.c.bucket_start >= lo, src.c.bucket_start < hi).group_by(*keys))
     conn.execute(sa.insert(dst).from_select(["bucket_start", "series_id", *summed], select))
+
+
+def _rebuild_packed(conn, lower: Tier, dst: sa.Table, lo: int, hi: int, seconds: int) -> None:
+    """``_rebuild`` where the tier below is packed: the sums taken in Python from blocks and rows."""
+    conn.execute(sa.delete(dst).where(dst.c.bucket_start >= lo, dst.c.bucket_start < hi))
+    sums: dict[tuple[int, int], list] = {}
+    for start, series_id, values in rows_in(conn, lower, lo, hi):
+        key = (floor_to(start, seconds), series_id)
+        held = sums.get(key)
+        sums[key] = list(values) if held is None else [plus(a, b) for a, b in zip(held, values)]
+    rows = [dict(bucket_start=b, series_id=s, **dict(zip(VALUE_COLUMNS, v))) for (b, s), v in sorted(sums.items())]
+    if rows:
+        conn.execute(sa.insert(dst), rows)

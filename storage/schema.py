@@ -1,7 +1,7 @@
 """Every table of the store, in one place (SQLAlchemy Core). Migrations in storage/migrations/ build it.
 
-Step history lives in four tiers of the same shape: ``windows`` (a few seconds), ``minutes``, ``hours``
-and ``days`` (UTC days: a month of a fleet is 30 rows per series, not 720). A row holds sums and counts
+Step history lives in five tiers of the same shape: ``windows`` (a few seconds), ``minutes``,
+``ten_minutes``, ``hours`` and ``days`` (UTC days: a month of a fleet is 30 rows per series, not 720). A row holds sums and counts
 for one series in one bucket, never averages. Per-position counts are in the same row: ``at_least_i`` is
 the number of per-step records that accepted at least i drafted tokens, for i = 0..K of the series' K, and
 NULL above it (PostgreSQL stores a NULL as one bit); a series of K over 32 (up to 64) counts i = 0..32 only. Position i was reached ``at_least_{i-1}`` times and
@@ -40,9 +40,10 @@ series = sa.Table(
 COUNT_COLUMNS = ("steps", "drafted", "accepted", "emitted", "expected_n")
 SUM_COLUMNS = ("expected_sum", "draft_seconds", "verify_seconds")
 AT_LEAST = tuple(f"at_least_{i}" for i in range(POSITIONS + 1))
+VALUE_COLUMNS = (*COUNT_COLUMNS, *SUM_COLUMNS, *AT_LEAST)
 
 
-def _tier(name: str, by_series_index: bool) -> sa.Table:
+def _tier(name: str) -> sa.Table:
     """A tier's table (counts: ``COUNT``)."""
     table = sa.Table(
         name, metadata,
@@ -54,15 +55,37 @@ def _tier(name: str, by_series_index: bool) -> sa.Table:
         *(sa.Column(c, COUNT) for c in AT_LEAST),
         sqlite_with_rowid=False,
     )
-    if by_series_index:
-        sa.Index(None, table.c.series_id, table.c.bucket_start)
+    # By series: a pack reads one range of series at a time (the windows' since schema 0006).
+    sa.Index(None, table.c.series_id, table.c.bucket_start)
     return table
 
 
-windows = _tier("windows", False)
-minutes = _tier("minutes", True)
-hours = _tier("hours", True)
-days = _tier("days", True)
+windows = _tier("windows")
+minutes = _tier("minutes")
+ten_minutes = _tier("ten_minutes")
+hours = _tier("hours")
+days = _tier("days")
+
+# Blocks (storage/blocks.py): a fine tier's buckets of one series and hour in one compact value, once the
+# hour is over and rolled up (storage/pack.py). The tier's own table keeps the hours not yet packed, and
+# any late row for a packed hour, which wins over the block's bucket until the next pack merges it in. On
+# PostgreSQL the blocks are partitioned by UTC day, so retention drops a day instead of deleting rows.
+BLOCK_SECONDS = 3600
+
+
+def _blocks(name: str) -> sa.Table:
+    return sa.Table(
+        name, metadata,
+        sa.Column("block_start", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("series_id", sa.Integer, sa.ForeignKey("series.id"), primary_key=True, autoincrement=False),
+        sa.Column("data", sa.LargeBinary, nullable=False),
+        sqlite_with_rowid=False,
+        postgresql_partition_by="RANGE (block_start)",
+    )
+
+
+window_blocks = _blocks("window_blocks")
+minute_blocks = _blocks("minute_blocks")
 
 # Buckets of a tier whose rows are older than the tier below (written since the last rollup).
 # ``changes`` counts writes, so a rollup clears only the marks nobody touched while it ran. A writer
@@ -78,12 +101,14 @@ dirty = sa.Table(
 )
 
 # Per tier: rows before ``available_from`` may have been pruned; buckets ending at or before
-# ``rolled_until`` have been rolled up from the tier below (the watermark).
+# ``rolled_until`` have been rolled up from the tier below (the watermark); hours before ``packed_until``
+# have been packed into blocks (a fine tier; late rows may still wait in the tier's table).
 tier_state = sa.Table(
     "tier_state", metadata,
     sa.Column("tier", sa.String(16), primary_key=True),
     sa.Column("available_from", sa.BigInteger, nullable=False),
     sa.Column("rolled_until", sa.BigInteger, nullable=False),
+    sa.Column("packed_until", sa.BigInteger, nullable=False, server_default="0"),
 )
 
 model_versions = sa.Table(

@@ -29,6 +29,7 @@ from storage.engine import Database, Timeouts, database_errors
 from storage.events import Decision, StoredAlert, Transition, VersionSeen
 from storage.flush import write_all
 from storage.history import read_history
+from storage.pack import pack_due
 from storage.pending import PendingWindows
 from storage.query import StatsQuery, StatsResult, last_window_of, stats
 from storage.retention import prune
@@ -261,12 +262,18 @@ class Store:
         with self.db.write(exclusive="rollup") as conn:
             return rollup(conn, self.tiers, self._now(now))
 
+    def pack(self, now: float | None = None, max_hours: int = 24) -> dict[str, int]:
+        """Pack up to ``max_hours`` ended, rolled-up hours of each fine tier into blocks (storage/pack.py);
+        return blocks written per tier. Each range of series is its own transaction."""
+        return pack_due(self.db, self.tiers, self._now(now), self.config.late_seconds + 60, max_hours)
+
     def prune(self, now: float | None = None) -> dict[str, int]:
-        """Apply retention now; return rows deleted per table."""
-        with self.db.write(exclusive="rollup") as conn:
+        """Apply retention now; return rows deleted per table (on PostgreSQL, days of blocks dropped as
+        ``<blocks table>_days``). Its own lock: rollups and packing go on meanwhile."""
+        with self.db.write(exclusive="prune") as conn:
             deleted = prune(conn, self.tiers, self._now(now), self.config.retain_hours)
-        # Rollups churn the dirty marks; retention deletes whole days of rows.
-        self.db.reclaim(["dirty", *(t for t, n in deleted.items() if n)])
+        # Rollups churn the dirty marks; retention deletes whole days of rows (dropped partitions need nothing).
+        self.db.reclaim(["dirty", *(t for t, n in deleted.items() if n and not t.endswith("_days"))])
         return deleted
 
     # -- events --------------------------------------------------------------------------------------

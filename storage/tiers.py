@@ -1,4 +1,8 @@
-"""The four tiers of step history, finest first: windows -> minutes -> hours -> days."""
+"""The five tiers of step history, finest first: windows -> minutes -> ten minutes -> hours -> days.
+
+Ten-minute buckets are kept as long as minutes (``retain_minutes``). They are there for the queries: at the
+end of an hour, a range that reaches the present read up to 59 minutes of minute rows for every series
+(1.3 million rows at 1000 pods), and now reads at most five ten-minute rows and nine minute rows each."""
 
 from __future__ import annotations
 
@@ -16,13 +20,15 @@ class Tier:
     seconds: int  # bucket length
     retain: int  # seconds a row is kept (once the tier above covers it)
     table: sa.Table
+    blocks: sa.Table | None = None  # where ended hours of a fine tier are packed (storage/pack.py)
 
 
-def tiers(config: StoreConfig) -> tuple[Tier, Tier, Tier, Tier]:
-    return (Tier("window", config.window_seconds, config.retain_windows, schema.windows),
-            Tier("minute", 60, config.retain_minutes, schema.minutes),
+def tiers(config: StoreConfig) -> tuple[Tier, ...]:
+    return (Tier("window", config.window_seconds, config.retain_windows, schema.windows, schema.window_blocks),
+            Tier("minute", 60, config.retain_minutes, schema.minutes, schema.minute_blocks),
+            Tier("ten_minute", 600, config.retain_minutes, schema.ten_minutes),
             Tier("hour", 3600, config.retain_hours, schema.hours),
             Tier("day", 86400, config.retain_days, schema.days))
 
 
-TIER_NAMES = ("window", "minute", "hour", "day")
+TIER_NAMES = ("window", "minute", "ten_minute", "hour", "day")

@@ -51,6 +51,7 @@ def prune(db: DbOption = None,
     store = open_store(db, config=retention)
     try:
         rolled = store.rollup()
+        store.pack()
         deleted = store.prune()
     except StoreError as exc:
         raise fail(str(exc))

@@ -83,7 +83,10 @@ class Upkeep:
             return written
 
     def rollup(self) -> dict[str, int]:
-        return self.state.store.rollup()
+        """Roll up what ended, then pack the fine tiers' hours that are done into blocks."""
+        rolled = self.state.store.rollup()
+        self.state.store.pack()
+        return rolled
 
     def prune(self) -> dict[str, int]:
         return self.state.store.prune()

@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[2]
+PGBOUNCER = Path("/usr/sbin/pgbouncer").exists()
 SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
@@ -32,6 +33,7 @@ def test_tiny_fleet_run_writes_its_figures(server, tmp_path):
     out = tmp_path / "fleet.json"
     subprocess.run([sys.executable, str(ROOT / "bench" / "fleet.py"), "--pods", "3", "--seconds", "3",
                     "--workers", "2", "--history-pods", "4", "--days", "2", "--domains", "5", "--repeats", "1",
+                    "--size-pods", "2", "--pool-size", "2" if PGBOUNCER else "0",
                     "--server", server, "--out", str(out)], check=True, cwd=ROOT, timeout=300,
                    env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
     results = json.loads(out.read_text())
@@ -40,7 +42,9 @@ def test_tiny_fleet_run_writes_its_figures(server, tmp_path):
     assert write["rows"]["windows"] > 0 and write["rows_per_s"] > 0
     assert write["flush_p50_ms"] <= write["flush_p99_ms"] and write["mb_per_pod_day"] > 0
     growth = write["bytes_per_pod_day"]  # every tier table, and only those: series are a cost per pod
-    assert set(growth) == {"windows", "minutes", "hours", "days"}
+    # (block tables appear once a partition of theirs exists: hours are packed once over, not in 3 seconds)
+    assert {"windows", "minutes", "ten_minutes", "hours", "days"} <= set(growth) <= {
+        "windows", "minutes", "ten_minutes", "hours", "days", "window_blocks", "minute_blocks"}
     assert growth["windows"] > 0 and "series" in write["bytes_per_pod_fixed"]
     live = write["bytes_per_pod_day_live"]  # the same tables rewritten without dead row versions
     assert set(live) == set(growth) and 0 < live["windows"] <= growth["windows"]
@@ -53,5 +57,12 @@ def test_tiny_fleet_run_writes_its_figures(server, tmp_path):
     assert "day" in fleet["tiers"]  # a whole day of the range is read from the days tier
     jobs = history["jobs"]
     assert jobs["rollup_one_minute"]["rebuilt"]["minute"] == 1
-    assert jobs["rollup_at_day_boundary"]["rebuilt"] == {"minute": 1, "hour": 1, "day": 1}
-    assert jobs["prune"]["deleted"]["windows"] > 0 and jobs["prune"]["deleted"]["minutes"] > 0
+    assert jobs["rollup_at_day_boundary"]["rebuilt"] == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 1}
+    # the packed slices at the cut-offs: a day partition of each fine tier dropped, no row deleted
+    assert jobs["prune"]["deleted"]["window_blocks_days"] == 1 and jobs["prune"]["deleted"]["minute_blocks_days"] == 1
+    if PGBOUNCER:  # 3 pods, each with its own connection, through 2 server connections
+        assert write["pooler"]["client_connections"] == 3 and 1 <= write["pooler"]["server_connections_max"] <= 2
+    size = results["size"]  # 2 pods' hour, packed: blocks and hours left, no rows waiting in the fine tiers
+    assert size["rows"]["windows"] == 0 and size["rows"]["minutes"] == 0
+    assert size["rows"]["window_blocks"] == size["rows"]["minute_blocks"] == 2 * 40
+    assert 0 < size["bytes_per_pod_day_live"]["window_blocks"] < size["bytes_before_pack_per_pod_day"]["windows"]

@@ -27,7 +27,7 @@ def test_pods_mark_their_own_shard_and_the_rollup_clears_them_all(make_store):
         store.flush(T0 + 10)
     assert marks(store) == sorted([("minute", T0, shard_of(a)), ("minute", T0, shard_of(b))])
     assert store.rollup(T0 + 60)["minute"] == 1  # one bucket, rebuilt once from both pods' windows
-    assert marks(store) == [("hour", T0, 0)]
+    assert marks(store) == [("ten_minute", T0, 0)]
     by_pod = store.stats(StatsQuery(since=T0, until=T0 + 60, by=("pod",), tier="minute")).rows
     assert [(r["pod"], r["steps"]) for r in by_pod] == [(a, 1), (b, 1)]
 

@@ -5,7 +5,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from storage import SchemaError, StatsQuery, Store, StoreError
+from storage import SchemaError, StatsQuery, Store, StoreConfig, StoreError
 from storage import migrate
 from storage.engine import Database
 from storage.schema import metadata
@@ -126,3 +126,44 @@ def test_position_rows_move_into_the_tier_rows_and_back(db, db_url, clock):
         back = conn.execute(sa.text("SELECT position, reached, accepted FROM window_positions "
                                     "ORDER BY position")).all()
     assert [tuple(r) for r in back] == old
+
+
+def test_packed_hours_come_back_as_rows_on_downgrade(db, db_url, clock):
+    # Revision 0006 adds the block tables; the pack job fills them. A downgrade decodes every block back
+    # into rows of its tier (a row still in the tier wins), and the answers are those of before.
+    from history import T0, random_steps
+
+    migrate.upgrade(db, "0005")
+    migrate.upgrade(db)
+    store = Store.open(db_url, StoreConfig(max_past_seconds=400 * 86400), clock=clock, backfill=True)
+    store.write_records(random_steps(500, T0, 7200, seed=4))
+    store.flush(T0 + 7200)
+    store.rollup(T0 + 3 * 3600)
+    by = ("domain", "lookahead", "pod", "minute")
+    before = [store.stats(StatsQuery(by=b, since=T0, until=T0 + 7200, tier=t)).rows
+              for b, t in ((by, "window"), (by, "minute"), (("domain", "position"), "window"))]
+    assert store.pack(T0 + 3 * 3600) == {"window": 72, "minute": 72}
+    store.close(flush=False)
+    with db.read() as conn:
+        held = {t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar()
+                for t in ("windows", "minutes", "window_blocks")}
+    assert held == {"windows": 0, "minutes": 0, "window_blocks": 72}
+    migrate.downgrade(db, "0005")
+    with db.read() as conn:
+        names = set(sa.inspect(conn).get_table_names())
+        assert not {"window_blocks", "minute_blocks"} & names
+        counts = {t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar() for t in ("windows", "minutes")}
+    assert counts["windows"] > 72 and counts["minutes"] > 72
+    migrate.upgrade(db)  # read back as rows (nothing packed yet after this upgrade)
+    store = Store.open(db_url, StoreConfig(max_past_seconds=400 * 86400), clock=clock, backfill=True)
+    after = [store.stats(StatsQuery(by=b, since=T0, until=T0 + 7200, tier=t)).rows
+             for b, t in ((by, "window"), (by, "minute"), (("domain", "position"), "window"))]
+    store.close(flush=False)
+    for old, new in zip(before, after):
+        assert len(old) == len(new) > 0
+        for x, y in zip(old, new):
+            assert {k: v for k, v in x.items() if not isinstance(v, float)} == \
+                   {k: v for k, v in y.items() if not isinstance(v, float)}
+            for k, v in x.items():
+                if isinstance(v, float):
+                    assert v == pytest.approx(y[k], rel=1e-3, abs=1e-7), k

@@ -3,6 +3,7 @@ planner picks the coarsest tier that answers a range exactly."""
 
 import pytest
 
+from answers import same
 from history import T0, random_steps, step
 from storage import StatsQuery, Store, StoreConfig
 from storage.planner import Segment
@@ -15,17 +16,6 @@ def rows(store, by=ALL, **kw):
     return store.stats(StatsQuery(by=by, until=T0 + 400 * 86400, **kw)).rows
 
 
-def same(a, b):
-    assert len(a) == len(b) and a  # never vacuous
-    for x, y in zip(a, b):
-        assert x.keys() == y.keys()
-        for key, value in x.items():
-            if isinstance(value, float):
-                assert value == pytest.approx(y[key], rel=1e-9, abs=1e-12), key
-            else:
-                assert value == y[key], key
-
-
 @pytest.fixture
 def history(store):
     store.write_records(random_steps(3000, T0, 3 * H, seed=1))
@@ -36,13 +26,13 @@ def history(store):
 def test_rollup_equals_direct_aggregation(history):
     direct = rows(history, tier="window")
     positions = rows(history, by=("domain", "position"), tier="window")
-    assert history.rollup(T0 + 3 * H) == {"minute": 180, "hour": 3, "day": 0}  # the day has not ended
+    assert history.rollup(T0 + 3 * H) == {"minute": 180, "ten_minute": 18, "hour": 3, "day": 0}  # the day has not ended
     for tier in ("minute", "hour", None):
         same(rows(history, tier=tier), direct)
         same(rows(history, by=("domain", "position"), tier=tier), positions)
-    assert history.rollup(T0 + 3 * H) == {"minute": 0, "hour": 0, "day": 0}  # nothing changed since
+    assert history.rollup(T0 + 3 * H) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 0}  # nothing changed since
     same(rows(history, tier="hour"), direct)
-    assert history.rollup(T0 + 86400) == {"minute": 0, "hour": 0, "day": 1}
+    assert history.rollup(T0 + 86400) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 1}
     by_day = ("domain", "lookahead", "pod", "target_version", "day")
     same(rows(history, by=by_day, tier="day"), rows(history, by=by_day, tier="window"))
     same(rows(history, by=("domain", "position"), tier="day"), positions)
@@ -63,7 +53,7 @@ def test_late_data_is_rolled_up_again(history, db_url, clock):
     other.close()
     direct = rows(history, tier="window")
     same(rows(history), direct)  # the stale hour is answered from below until the next rollup
-    assert history.rollup(T0 + 3 * H) == {"minute": 1, "hour": 1, "day": 0}
+    assert history.rollup(T0 + 3 * H) == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 0}
     same(rows(history, tier="hour"), direct)
 
 
@@ -110,7 +100,8 @@ def test_tier_selection(history):
 
     assert segments(T0, T0 + 3 * H) == (Segment("hour", T0, T0 + 3 * H),)
     assert segments(T0 + 70, T0 + 2 * H) == (Segment("window", T0 + 70, T0 + 120),
-                                             Segment("minute", T0 + 120, T0 + H),
+                                             Segment("minute", T0 + 120, T0 + 600),
+                                             Segment("ten_minute", T0 + 600, T0 + H),
                                              Segment("hour", T0 + H, T0 + 2 * H))
     assert segments(T0, T0 + 3 * H, by=("minute",)) == (Segment("minute", T0, T0 + 3 * H),)
     assert segments(T0, T0 + 3 * H, by=("day", "domain")) == (Segment("hour", T0, T0 + 3 * H),)
@@ -121,7 +112,9 @@ def test_tier_selection(history):
                                                        Segment("minute", T0 + 86400, T0 + 86400 + 60))
     history.write_records([step(ts=T0 + 3 * H + 5)])
     history.flush(T0 + 3 * H + 60)  # a new minute, not rolled up yet
-    # The hour holding it is behind; its written minute comes from windows, the rest from (empty) minutes.
+    # The hour holding it is behind; its written minute comes from windows, the rest of its ten minutes from
+    # (empty) minutes, the rest of the hour from (empty) ten-minute rows.
     assert segments(T0, T0 + 4 * H) == (Segment("hour", T0, T0 + 3 * H),
                                         Segment("window", T0 + 3 * H, T0 + 3 * H + 60),
-                                        Segment("minute", T0 + 3 * H + 60, T0 + 4 * H))
+                                        Segment("minute", T0 + 3 * H + 60, T0 + 3 * H + 600),
+                                        Segment("ten_minute", T0 + 3 * H + 600, T0 + 4 * H))
