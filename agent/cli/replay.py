@@ -84,8 +84,9 @@ def replay(
     with _progress(config) as advance:
         result = run(config, sets, progress=advance)
     stopped = " (stopped early)" if result.interrupted else ""
-    emit_rows(tally.summary(result), fmt, title=f"replay of {url}: {len(result.results)} requests in "
-                                                f"{result.seconds:.1f} s{stopped}, concurrency {concurrency}")
+    title = (f"replay of {url}: {len(result.results)} requests in {result.seconds:.1f} s{stopped}, "
+             f"concurrency {concurrency}")
+    emit_rows(tally.summary(result, plan.domains), fmt, title=title)
     if fmt is Format.table:
         emit_rows([{"phase": p["phase"], "from s": p["from_s"], "mix": p["mix"], "requests": p["requests"],
                     **p["by_domain"]} for p in tally.phases(result, plan)], fmt)

@@ -29,12 +29,13 @@ def row(domain: str, results: list[Result], run_seconds: float) -> dict:
             "p95 s": latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))] if latencies else None}
 
 
-def summary(run: Replay) -> list[dict]:
-    """One row per domain (in order of first request), then the ``all`` row."""
-    by: dict[str, list[Result]] = {}
+def summary(run: Replay, order: tuple[str, ...] = ()) -> list[dict]:
+    """One row per domain that got a request (those in ``order`` first, in that order, then in order of first
+    request), then the ``all`` row."""
+    by: dict[str, list[Result]] = {d: [] for d in order}
     for r in run.results:
         by.setdefault(r.domain, []).append(r)
-    return [row(d, rs, run.seconds) for d, rs in by.items()] + [row(ALL, run.results, run.seconds)]
+    return [row(d, rs, run.seconds) for d, rs in by.items() if rs] + [row(ALL, run.results, run.seconds)]
 
 
 def phases(run: Replay, schedule: Schedule) -> list[dict]:
@@ -63,5 +64,5 @@ def as_json(config: ReplayConfig, run: Replay) -> dict:
             "temperature": config.sampling.temperature,
             "schedule": [{"from_s": at, "mix": str(mix)} for at, mix in config.schedule.phases],
             "seconds": run.seconds, "max_in_flight": run.max_in_flight, "interrupted": run.interrupted,
-            "summary": summary(run), "phases": phases(run, config.schedule),
+            "summary": summary(run, config.schedule.domains), "phases": phases(run, config.schedule),
             "results": [asdict(r) for r in run.results]}

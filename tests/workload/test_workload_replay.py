@@ -206,6 +206,8 @@ def test_the_cli_prints_the_summary_and_writes_the_run(stand_in, tmp_path):
     assert result.exit_code == 0, result.output
     assert "tok/s/req" in result.output and "json=4,chat=1" in result.output
     saved = json.loads(out.read_text())
+    sent = {r["domain"] for r in saved["results"]}
+    assert [r["domain"] for r in saved["summary"]] == [d for d in ("code", "chat", "json") if d in sent] + ["all"]
     rows = {r["domain"]: r for r in saved["summary"]}
     assert rows["all"]["requests"] == 40 == len(saved["results"]) == len(server.seen)
     assert saved["concurrency"] == 3 and saved["max_in_flight"] == 3 and saved["max_tokens"] == 16
