@@ -151,7 +151,9 @@ def test_a_database_that_hangs_at_shutdown_costs_no_record(tmp_path):
     with Running(engine.app) as up:
         proxy = ProxyProcess(up.url, db, tmp_path, "--shutdown-seconds", "2")
         complete(proxy.url)
-        time.sleep(1.5)  # flushed
+        deadline = time.monotonic() + 30
+        while stored_steps(db) < 4 and time.monotonic() < deadline:  # flushed (about 1 s; longer on a busy machine)
+            time.sleep(0.2)
         locker = sqlite3.connect(path, isolation_level=None)
         locker.execute("BEGIN IMMEDIATE")  # another writer holds the lock: a flush waits 30 s for it
         try:
