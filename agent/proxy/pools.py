@@ -213,9 +213,9 @@ class Pools:
                 break
         pool.engine = found or engines.DEFAULT
         log.info("pool %s: %s%s", pool.name, pool.engine.TITLE, "" if found else " (no engine recognised)")
-        if pool.engine.MISSING and pool.engine.NAME == "trtllm" and pool.upstream.lookahead > 0:
+        if not pool.engine.PER_REQUEST and pool.upstream.lookahead > 0:  # known at start: it never reports
             pool.lookahead = pool.upstream.lookahead
-            pool.lacks(Missing(*pool.engine.MISSING))  # known at start: it never reports per request
+            pool.lacks(Missing(*pool.engine.MISSING))
 
     async def _pool_level(self, pool: Pool, client: aiohttp.ClientSession) -> None:
         """The pool's counters since the last check as one pool-level record."""
@@ -226,8 +226,11 @@ class Pools:
         try:
             found = pool.counters.take(page, time.time(), served)
         except (PageError, RecordError) as exc:
-            log.warning("pool %s: no pool-level record from %s: %s", pool.name, pool.engine.COUNTERS, exc)
+            if str(exc) != pool.counters.problem:  # once while it lasts, not at every check
+                log.warning("pool %s: no pool-level record from %s: %s", pool.name, pool.engine.COUNTERS, exc)
+            pool.counters.problem = str(exc)
             return
+        pool.counters.problem = None
         if found is not None and self.on_record is not None:
             self.on_record(found)
 

@@ -17,6 +17,17 @@ SERVED = Served("code", "k3", 3, "t", "d", "r", "pod")
 EXAMPLE = FIXTURES["vllm"]["speculative_decoding_example"]
 
 
+@pytest.mark.parametrize("adapter", engines.ADAPTERS, ids=engines.NAMES)
+def test_every_adapter_keeps_the_contract(adapter):
+    for name in ("NAME", "TITLE", "MARKER", "PROBES", "PAGES", "COUNTERS", "PER_REQUEST", "MISSING"):
+        assert hasattr(adapter, name), name
+    assert all(callable(getattr(adapter, f)) for f in ("detect", "versions", "figures"))
+    assert isinstance(adapter.MARKER, bytes) and adapter.PROBES and adapter.PAGES
+    assert adapter.figures({}, 0) is None  # an empty answer records nothing and raises nothing
+    assert adapter.MISSING is None or (len(adapter.MISSING) == 2 and adapter.PER_REQUEST in (True, False))
+    assert engines.adapter(adapter.NAME) is adapter
+
+
 def test_per_position_counts_from_an_acceptance_histogram():
     # 39 steps accepted none, 1 one, 0 two, 3 all three: position 0 kept in 4 steps, 1 and 2 in 3
     assert per_position([39, 1, 0, 3]) == (4, 3, 3)

@@ -10,6 +10,11 @@ An adapter (one module per engine beside this one) knows three things about its 
   one streamed event that carries them (``MARKER`` names a key only that event has); ``Missing`` naming the
   field when the engine answered without them (a start-up flag is off), None when the answer is incomplete.
 
+Each adapter module also names: ``NAME`` and ``TITLE``; ``PAGES`` its versions come from (``FALLBACK``: older
+names of renamed pages); ``COUNTERS``, the page of its speculation counters for pool-level records (None:
+none to read); ``PER_REQUEST``, False for an engine whose answers never carry figures; ``MISSING``, the
+(field, hint) reported when they lack them.
+
 ``record(figures, served, timestamp)`` then makes the request's aggregate StepRecord the same way for every
 engine. Terms: a *step* is one target pass (it emits its accepted drafted tokens plus one bonus token);
 *drafted* and *accepted* are token counts summed over the request's steps; ``per_position[i]`` counts the steps

@@ -30,6 +30,7 @@ PAGES = ("/props", "/v1/models", "/slots")
 DRAFT_PATH_KEYS = ("model_draft_path", "draft_model_path", "speculative.model_path", "model_draft")
 LOOKAHEAD_KEYS = ("speculative.n_max", "spec_draft_n_max", "draft_n_max", "n_draft", "speculative_n_max")
 COUNTERS = None  # every answer carries timings: no pool-level records
+PER_REQUEST = True  # its answers can carry the figures
 MISSING = None
 
 

@@ -25,6 +25,7 @@ class PoolCounters:
         self._last: SpecCounters | None = None
         self._at: float | None = None
         self.first: SpecCounters | None = None  # the first reading: records count from there
+        self.problem: str | None = None  # why the last reading gave no record (logged once while it lasts)
 
     def take(self, page: str, now: float, served: Served) -> StepRecord | None:
         """The pool-level record since the last reading (None: the first reading, nothing drafted since, or

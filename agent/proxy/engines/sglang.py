@@ -34,6 +34,7 @@ COUNTERS = None  # its page has gauges, not counters: no pool-level records
 ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 DRAFTED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+PER_REQUEST = True  # its answers can carry the figures
 MISSING = ("meta_info", "send return_meta_info: true on OpenAI routes, or use /generate")
 
 

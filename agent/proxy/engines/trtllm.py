@@ -22,6 +22,7 @@ MARKER = b'"usage"'
 PROBES = ("/prometheus/metrics",)
 PAGES = ("/v1/models",)
 COUNTERS = "/prometheus/metrics"
+PER_REQUEST = False  # its answers never carry them: pool-level from the start
 MISSING = ("per-request speculation counts", "TensorRT-LLM reports none per request; set return_perf_metrics: "
                                              "true for the pool-level counters")
 

@@ -31,6 +31,7 @@ PROBES = ("/version", "/v1/models")
 PAGES = ("/v1/models",)
 COUNTERS = "/metrics"
 FLAG = "start vLLM with --per-request-spec-decode-metrics summary"
+PER_REQUEST = True  # its answers can carry the figures
 MISSING = ("metrics.speculative_decoding", FLAG)
 
 
