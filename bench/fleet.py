@@ -104,8 +104,9 @@ def write_side(server: str, pods: int, seconds: int, workers: int, pool_size: in
         start, wall_start = time.time() - 3600, time.time() + 2  # content an hour old: no clock skew
         jobs = [(url, share, seconds, start, 1.0, wall_start, bouncer is not None) for share in shares]
         try:
-            with pgstat.ConnectionSampler(schema.admin, schema.name if bouncer else None) as servers, \
-                    multiprocessing.get_context("fork").Pool(len(jobs)) as pool:
+            # The pool first: a process forked while the sampler's thread holds a lock would wait forever.
+            with multiprocessing.get_context("fork").Pool(len(jobs)) as pool, \
+                    pgstat.ConnectionSampler(schema.admin, schema.name if bouncer else None) as servers:
                 results = pool.map(fleet_pods._worker, jobs)
         finally:
             if bouncer:

@@ -39,6 +39,8 @@ max_db_connections = {pool_size}
 ignore_startup_parameters = extra_float_digits
 server_reset_query =
 server_check_delay = 30
+log_connections = 0
+log_disconnections = 0
 stats_period = 60
 logfile = {folder}/pgbouncer.log
 pidfile = {folder}/pgbouncer.pid
@@ -78,7 +80,8 @@ class PgBouncer:
             for f in self.folder.iterdir():
                 os.chown(f, account.pw_uid, account.pw_gid)
             command[1:1] = ["-u", self.user]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Its log goes to the logfile; a pipe nobody reads would fill and stop it.
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
