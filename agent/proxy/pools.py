@@ -2,9 +2,9 @@
 
 Each check asks the engine's ``/health`` (llama.cpp answers 503 while loading); a pool that fails, or that a
 request could not reach (``failed``), is out of rotation until a check passes again. A healthy pool's ``/props``
-(else ``/v1/models``) and ``/slots`` are read on every check (the GGUF hash is cached by path, size and
-modification time), so a target replaced behind the proxy, or an engine restarted with other flags, shows in
-the next check.
+(else ``/v1/models``), ``/lora-adapters`` and ``/slots`` are read on every check (the GGUF hashes are cached by
+path, size and modification time), so a target replaced behind the proxy, an adapter loaded or switched, or an
+engine restarted with other flags, shows in the next check.
 
 A pool that answered a request since its last check has shown it is up, and is checked only every
 ``BUSY_ROUNDS`` rounds: /slots waits for the engine's task loop between decoding steps, and a busy pool would
@@ -25,7 +25,8 @@ from typing import Callable
 import aiohttp
 
 from agent.proxy.config import MAX_LOOKAHEAD, Upstream
-from agent.proxy.versions import FileVersions, models_id, props_lookahead, props_paths, slots_speculate
+from agent.proxy.versions import FileVersions, lora_adapters, models_id, props_lookahead, props_paths, \
+    slots_speculate, with_adapters
 
 log = logging.getLogger("specwatch.proxy")
 NO_DRAFT = "none"  # draft version of records from a pool without a draft when no pool has one
@@ -150,6 +151,9 @@ class Pools:
             target = models_id(await _json(client, pool.base + "/v1/models", self._timeout))
         if target is None:
             raise _Unhealthy("neither /props model_path nor /v1/models names the model")
+        adapters = lora_adapters(await _json(client, pool.base + "/lora-adapters", self._timeout))
+        if adapters:
+            target = await asyncio.to_thread(with_adapters, target, adapters, self.files)
         draft = pool.upstream.draft_version
         if draft is not None and os.path.isfile(draft):  # --draft-version may name the draft GGUF itself
             draft_path = draft_path or draft

@@ -4,6 +4,10 @@ llama.cpp's ``/props`` names the target's GGUF (``model_path``); when the proxy 
 version is its base name plus a sha256 of its content (streamed, cached by path, size and modification time,
 so a re-read costs a stat), else base name plus size, else the ``model`` id of ``/v1/models``. The draft
 likewise when the engine reports its draft model, else the pool's configured draft version.
+
+A target served with LoRA adapters (llama.cpp ``--lora``; its ``/lora-adapters`` lists each adapter's path
+and scale) is another model: its version is the base's followed by ``+`` and each applied adapter's version
+(``*SCALE`` when the scale is not 1), so a new adapter file, or one switched on or off, is a new target.
 """
 
 from __future__ import annotations
@@ -66,6 +70,29 @@ def props_paths(props: Any) -> tuple[str | None, str | None]:
     draft = _find(props, DRAFT_PATH_KEYS)
     return (target if isinstance(target, str) and target else None,
             draft if isinstance(draft, str) and draft else None)
+
+
+def lora_adapters(answer: Any) -> list[tuple[str, float]]:
+    """(path, scale) of every adapter a llama.cpp ``/lora-adapters`` answer lists with a non-zero scale, in
+    its order (an engine without the page answers 404: no adapters)."""
+    if not isinstance(answer, list):
+        return []
+    found = []
+    for item in answer:
+        if not isinstance(item, dict):
+            continue
+        path, scale = item.get("path"), item.get("scale", 1.0)
+        if isinstance(path, str) and path and isinstance(scale, (int, float)) and scale != 0:
+            found.append((path, float(scale)))
+    return found
+
+
+def with_adapters(target: str, adapters: list[tuple[str, float]], files: FileVersions) -> str:
+    """The version of ``target`` served with ``adapters`` ((path, scale) pairs, as ``lora_adapters``)."""
+    parts = [target]
+    for path, scale in adapters:
+        parts.append(files.of(path) + ("" if scale == 1.0 else f"*{scale:g}"))
+    return _clip("+".join(parts))  # too long: the adapters' hashes are kept, the base's name cut
 
 
 def props_lookahead(props: Any) -> int | None:
