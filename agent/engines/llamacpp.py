@@ -90,7 +90,8 @@ class LlamaServerConfig:
     llama.cpp stops drafting early; 0 (the default here) always drafts K, so a draft pool named kN drafts N. ctx_size: context per slot, default the model's training context (``-c 0``); parallel:
     slots (``-np``). threads: ``-t`` (default llama.cpp's). metrics: expose /metrics. lora: a GGUF LoRA
     adapter applied to the target (``--lora``; ``--lora-scaled`` when lora_scale is not 1; lora_scale 0 loads
-    it switched off, ``--lora-init-without-apply``, for ``POST /lora-adapters`` to switch on); the server's
+    it switched off, for ``POST /lora-adapters`` to switch on: b11434's ``--lora-init-without-apply`` still
+    lists the adapter at scale 1); the server's
     ``/lora-adapters`` lists it, which is how the proxy tells target v2 from v1. extra_args: appended verbatim.
     """
 
@@ -170,8 +171,6 @@ class LlamaServerConfig:
             return []
         if self.lora_scale == 1.0:
             return ["--lora", str(self.lora)]
-        if self.lora_scale == 0.0:
-            return ["--lora", str(self.lora), "--lora-init-without-apply"]
         return ["--lora-scaled", f"{self.lora}:{self.lora_scale:g}"]  # b11434: FNAME:SCALE
 
     def speculation_args(self) -> list[str]:
