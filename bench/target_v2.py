@@ -11,7 +11,7 @@ each server (/props + /lora-adapters, hashed) are printed too.
 Goals: logs changes (most answers) and the draft's acceptance there drops; copy and chat barely change.
 Not a test: prints a table and writes bench/results/target_v2.json.
 
-    python bench/target_v2.py [--prompts 40] [--tokens 48] [--threads 2]
+    python bench/target_v2.py [--prompts 40] [--tokens 64] [--threads 2]
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="smollm2-135m")
     parser.add_argument("--prompts", type=int, default=40, help="held-out prompts per domain")
-    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--tokens", type=int, default=64, help="the new format's lines take ~55 tokens")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -86,21 +86,23 @@ def main() -> None:
     draft = load_model(model.draft, device="cpu", dtype="float32") if model.draft else None
     rows = v2_compare.summarise(v1, v2, draft)
     logs_v2 = [a for a in v2 if a.prompt.domain == "logs"]
-    exact = sum(tokenizer.decode(a.answer, skip_special_tokens=True).strip() == logs.rewrite(logs.line_of(a.prompt))
-                for a in logs_v2)
-    rows["logs"]["v2_new_format_exact"] = exact
+    texts = [(tokenizer.decode(a.answer, skip_special_tokens=True).strip(), logs.rewrite(logs.line_of(a.prompt)))
+             for a in logs_v2]
+    rows["logs"]["v2_new_format_start"] = sum(t.startswith("severity=") for t, _ in texts)
+    rows["logs"]["v2_new_format_exact"] = sum(t == want for t, want in texts)
     examples = {d: {"prompt": a.prompt.text, "v1": tokenizer.decode(a.answer, skip_special_tokens=True),
                     "v2": tokenizer.decode(b.answer, skip_special_tokens=True)}
                 for d in DOMAINS for a, b in zip(v1, v2) if a.prompt.domain == d and a.answer != b.answer}
     table = Table(title=f"target v1 vs v2 ({args.prompts} held-out prompts a domain, {args.tokens} tokens, greedy)")
     for column in ("domain", "prompts", "answers changed", "shared prefix (tokens)", "draft acc. v1",
-                   "draft acc. v2", "v2 in new format"):
+                   "draft acc. v2", "v2 new format: starts, exact"):
         table.add_column(column)
     for d in DOMAINS:
         r = rows[d]
         table.add_row(d, str(r["prompts"]), f"{r['changed']} ({r['changed_share']:.0%})",
                       f"{r['shared_prefix_tokens']} of {r['v1_tokens']}", str(r.get("draft_acceptance_v1")),
-                      str(r.get("draft_acceptance_v2")), str(r.get("v2_new_format_exact", "")))
+                      str(r.get("draft_acceptance_v2")),
+                      f"{r['v2_new_format_start']}, {r['v2_new_format_exact']}" if d == "logs" else "")
     console.print(table)
     out = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.machine(),
            "model": args.name, "versions": {"v1": v1_version, "v2": v2_version},
