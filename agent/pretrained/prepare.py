@@ -5,7 +5,9 @@
    shipped: the portable llama.cpp build runs its quantized types, .ci/install-llama);
 3. write a transformers checkpoint of it (dequantized, float32) for in-process decoding;
 4. install the draft specwatch distilled for it (shipped in the repository, float16) as a transformers
-   checkpoint and as GGUF with the target's tokenizer, for llama.cpp's draft-simple speculation.
+   checkpoint and as GGUF with the target's tokenizer, for llama.cpp's draft-simple speculation;
+5. install target v2's LoRA adapter when one is shipped (agent/pretrained/v2_ship.py): PEFT for transformers,
+   GGUF for llama.cpp's ``--lora``.
 
 Each step is skipped when its output is there and matches the manifest; the manifest is written last, so
 an interrupted run resumes where it stopped.
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from agent.pretrained import catalog, layout, shipped
+from agent.pretrained import catalog, layout, shipped, v2_ship
 from agent.pretrained.source import ModelMissingError, install, locate
 from specwatch_core.files import sha256_of
 
@@ -37,6 +39,9 @@ class Prepared:
     draft: Path | None
     draft_gguf: Path | None
     draft_version: str | None
+    lora: Path | None = None  # target v2's adapter for transformers (PEFT layout), agent/pretrained/target_v2.py
+    lora_gguf: Path | None = None  # the same adapter for llama.cpp (--lora)
+    lora_version: str | None = None  # sha256 of the adapter's weights, first 12 hex digits
 
     @classmethod
     def read(cls, name: str, home: str | Path | None = None) -> "Prepared":
@@ -51,12 +56,14 @@ class Prepared:
         def path(key: str) -> Path | None:
             return folder / files[key] if files.get(key) else None
 
+        v2 = m.get("target_v2") or {}
         return cls(name, folder, folder / files["target_gguf"], m["versions"]["target"], path("hf"),
-                   path("draft"), path("draft_gguf"), m["versions"].get("draft"))
+                   path("draft"), path("draft_gguf"), m["versions"].get("draft"),
+                   folder / v2["adapter"] if v2 else None, folder / v2["gguf"] if v2 else None, v2.get("version"))
 
 
 def prepare(name: str = catalog.DEFAULT, home: str | Path | None = None, *, hf: bool = True, draft: bool = True,
-            say: Callable[[str], None] = print, install_missing: bool = True) -> Prepared:
+            lora_v2: bool = True, say: Callable[[str], None] = print, install_missing: bool = True) -> Prepared:
     """Prepare ``name`` under ``home`` (default SPECWATCH_HOME); the result (see the module docstring)."""
     model = catalog.get(name)
     source = install(model, say) if install_missing else locate(model)
@@ -86,7 +93,12 @@ def prepare(name: str = catalog.DEFAULT, home: str | Path | None = None, *, hf: 
         if found is not None:
             versions["draft"] = found["version"]
             files.update(draft="draft", draft_gguf=found["gguf"])
+    v2 = manifest.get("target_v2")  # target v2's adapter (agent/pretrained/target_v2.py) stays while it is there
+    keep = {"target_v2": v2} if v2 and manifest.get("versions", {}).get("target") == version and all(
+        (folder / v2[key]).exists() for key in ("adapter", "gguf")) else {}
     layout.write_manifest(folder, {"model": name, "package": model.package, "licence": model.licence,
                                    "summary": model.summary, "versions": versions, "files": files,
-                                   "draft": shipped.manifest(name) or None})
+                                   "draft": shipped.manifest(name) or None, **keep})
+    if lora_v2 and not keep:
+        v2_ship.install(name, folder, target, version, say)
     return Prepared.read(name, home)

@@ -4,9 +4,9 @@ Each check asks the engine's ``/health`` (llama.cpp answers 503 while loading); 
 request could not reach (``failed``), is out of rotation until a check passes again. The first passing check
 finds which engine serves the pool (agent/proxy/engines/: llama.cpp's ``/props``, SGLang's
 ``/get_model_info``, TensorRT-LLM's ``/prometheus/metrics``, vLLM's ``/version``); then the pages its adapter
-names (llama.cpp: ``/props``, ``/v1/models``, ``/slots``) are read on every check (a GGUF hash is cached by
-path, size and modification time), so a target replaced behind the proxy, or an engine restarted with other
-flags, shows in the next check. A speculating pool whose engine reports nothing per request gets pool-level
+names (llama.cpp: ``/props``, ``/v1/models``, ``/lora-adapters``, ``/slots``) are read on every check (a GGUF
+hash is cached by path, size and modification time), so a target replaced behind the proxy, an adapter loaded
+or switched, or an engine restarted with other flags, shows in the next check. A speculating pool whose engine reports nothing per request gets pool-level
 records from its counters at each check (agent/proxy/engines/pool_level.py); what is missing is logged once
 per pool and shown in its ``view``.
 
@@ -32,7 +32,7 @@ from agent.proxy import engines
 from agent.proxy.config import MAX_LOOKAHEAD, Upstream
 from agent.proxy.engines.base import Found, Missing, Served
 from agent.proxy.engines.pool_level import PoolCounters
-from agent.proxy.versions import FileVersions, clip
+from agent.proxy.versions import FileVersions, clip, with_adapters
 from agent.scrape.pages import PageError
 from specwatch_core.records import RecordError, StepRecord
 
@@ -190,6 +190,8 @@ class Pools:
             target = await asyncio.to_thread(self.files.of, target)
         if target is None:
             raise _Unhealthy(f"the {pool.engine.TITLE} pages ({', '.join(paths)}) name no model")
+        if found.adapters:  # LoRA adapters applied: another model than the base alone
+            target = await asyncio.to_thread(with_adapters, target, found.adapters, self.files)
         draft, draft_path = pool.upstream.draft_version, found.draft_path
         if draft is not None and os.path.isfile(draft):  # --draft-version may name the draft GGUF itself
             draft_path = draft_path or draft

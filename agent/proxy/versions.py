@@ -5,6 +5,10 @@ its base name plus a sha256 of its content (streamed, cached by path, size and m
 costs a stat), else base name plus size, else the name alone; engines that name a model id (vLLM's and
 TensorRT-LLM's ``/v1/models``, SGLang's ``/get_model_info``) give that id. The draft likewise when the engine
 reports its draft model, else the pool's configured draft version.
+
+A target served with LoRA adapters (llama.cpp ``--lora``; its ``/lora-adapters`` lists each adapter's path
+and scale) is another model: its version is the base's followed by ``+`` and each applied adapter's version
+(``*SCALE`` when the scale is not 1), so a new adapter file, or one switched on or off, is a new target.
 """
 
 from __future__ import annotations
@@ -54,6 +58,14 @@ class FileVersions:
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
         return version
+
+
+def with_adapters(target: str, adapters: tuple[tuple[str, float], ...], files: FileVersions) -> str:
+    """The version of ``target`` served with ``adapters`` ((path, scale) pairs, as the engine lists them)."""
+    parts = [target]
+    for path, scale in adapters:
+        parts.append(files.of(path) + ("" if scale == 1.0 else f"*{scale:g}"))
+    return clip("+".join(parts))  # too long: the adapters' hashes are kept, the base's name cut
 
 
 def models_id(answer: Any) -> str | None:

@@ -33,7 +33,24 @@ def test_no_speculation_without_lookahead(files):
     assert "-md" not in args and "--spec-type" not in args and "--metrics" not in args
 
 
+@pytest.mark.parametrize("scale, flags", [
+    (1.0, ["--lora", "{a}"]),
+    (0.5, ["--lora-scaled", "{a}:0.5"]),
+    (0.0, ["--lora-scaled", "{a}:0"]),
+])
+def test_a_lora_adapter_is_loaded_at_its_scale(files, tmp_path, scale, flags):
+    adapter = tmp_path / "lora-v2.gguf"
+    adapter.write_bytes(b"GGUF")
+    config = LlamaServerConfig(model=files[0], lora=adapter, lora_scale=scale)
+    args = config.args(1)
+    assert config.lora_args() == [f.format(a=adapter) for f in flags]
+    assert args[args.index(flags[0]):args.index(flags[0]) + len(flags)] == config.lora_args()
+    assert LlamaServerConfig(model=files[0]).lora_args() == []
+
+
 @pytest.mark.parametrize("kwargs, field", [
+    ({"lora": "/absent/lora.gguf"}, "lora"),
+    ({"lora_scale": -1.0}, "lora_scale"),
     ({"lookahead": 2}, "draft"),
     ({"lookahead": -1}, "lookahead"),
     ({"parallel": 0}, "parallel"),

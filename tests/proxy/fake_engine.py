@@ -1,5 +1,6 @@
 """A fake llama.cpp server speaking the answer formats of llama.cpp's server build b11434 (fixtures in
-fixtures/llamacpp_b11434.json, captured from the real server): /health, /props, /v1/models, /metrics,
+fixtures/llamacpp_b11434.json, captured from the real server): /health, /props, /v1/models, /metrics, /slots,
+/lora-adapters,
 /v1/completions, /v1/chat/completions and /completion, streamed or not.
 
 It "generates" ``max_tokens`` copies of a letter; with ``lookahead`` K > 0 every verification step drafts K
@@ -34,6 +35,7 @@ class FakeEngine:
         self.healthy = True
         self.props_extra: dict = {}  # merged into /props (e.g. a draft length the engine reports)
         self.speculative: bool | None = None  # what /slots says (None: whether lookahead > 0)
+        self.adapters: list[dict] | None = None  # what /lora-adapters lists (None: 404, as an engine without it)
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.disconnected = 0
@@ -41,7 +43,7 @@ class FakeEngine:
         self.drafted_total = self.accepted_total = 0
         self.app = Starlette(routes=[
             Route("/health", self.health), Route("/props", self.props), Route("/v1/models", self.models),
-            Route("/metrics", self.metrics), Route("/slots", self.slots),
+            Route("/metrics", self.metrics), Route("/slots", self.slots), Route("/lora-adapters", self.lora),
             Route("/echo", self.echo, methods=["GET", "PUT", "DELETE"]),
             Route("/v1/completions", self.complete, methods=["POST"]),
             Route("/v1/chat/completions", self.complete, methods=["POST"]),
@@ -89,6 +91,11 @@ class FakeEngine:
     async def slots(self, _: Request) -> Response:
         speculative = self.lookahead > 0 if self.speculative is None else self.speculative
         return JSONResponse([{"id": 0, "n_ctx": 160, "speculative": speculative, "is_processing": False}])
+
+    async def lora(self, _: Request) -> Response:
+        if self.adapters is None:
+            return PlainTextResponse("Not Found", status_code=404)
+        return JSONResponse(self.adapters)
 
     async def models(self, _: Request) -> Response:
         return JSONResponse(FIXTURES["models"])

@@ -77,6 +77,34 @@ def test_versions_follow_the_engine_target_file(engines, proxy, tmp_path):
     assert second.target_version.startswith("target-v2.gguf@") and first.draft_version == "draft@abc"
 
 
+def test_an_adapter_applied_by_the_engine_is_another_target(engines, proxy, tmp_path):
+    """llama.cpp serving the same base GGUF with a LoRA adapter (--lora) serves target v2: the version is the
+    base's plus the adapter file's hash, and changes with the adapter's file and scale."""
+    base, adapter = tmp_path / "target.gguf", tmp_path / "lora-v2.gguf"
+    base.write_bytes(b"GGUF base weights")
+    adapter.write_bytes(b"GGUF adapter A")
+    engine = FakeEngine(model_path=str(base))
+    engine.adapters = []
+    url, runtime = proxy({"off": engines(engine)})
+    pool = runtime.proxy.pools.by_name["off"]
+    wait_for(lambda: pool.healthy)
+    v1 = pool.target_version
+    assert v1.startswith("target.gguf@") and "+" not in v1
+    engine.adapters = [{"id": 0, "path": str(adapter), "scale": 1.0}]
+    wait_for(lambda: pool.target_version != v1)
+    v2 = pool.target_version
+    assert v2.startswith(v1 + "+lora-v2.gguf@") and len(v2) == len(v1) + 1 + len("lora-v2.gguf@") + 12
+    ask(url, "logs")
+    wait_for(lambda: runtime.taken)
+    assert runtime.taken[-1].target_version == v2
+    adapter.write_bytes(b"GGUF adapter B, retrained")  # another adapter under the same name
+    wait_for(lambda: pool.target_version not in (v1, v2))
+    engine.adapters = [{"id": 0, "path": str(adapter), "scale": 0.5}]
+    wait_for(lambda: pool.target_version.endswith("*0.5"))
+    engine.adapters[0]["scale"] = 0.0  # switched off: the base model again
+    wait_for(lambda: pool.target_version == v1)
+
+
 def test_the_off_pool_records_carry_the_draft_of_the_pair(engines, proxy):
     url, runtime = proxy({"k2": engines(FakeEngine(lookahead=2, accepted=1)), "off": engines(FakeEngine())},
                          drafts={"k2": "draft@abc"})

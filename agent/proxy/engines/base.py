@@ -65,13 +65,14 @@ class Figures:
 class Found:
     """What an engine's pages say it serves: ``target`` (a version, or a file path when ``target_is_path``),
     ``draft_path`` (None: unsaid), ``lookahead`` (the draft length, None: unsaid), ``speculates`` (None:
-    unsaid)."""
+    unsaid), ``adapters`` (LoRA adapters applied to the target: part of its version)."""
 
     target: str | None
     draft_path: str | None = None
     lookahead: int | None = None
     speculates: bool | None = None
     target_is_path: bool = False
+    adapters: tuple[tuple[str, float], ...] = ()  # (path, scale) of each LoRA adapter applied to the target
 
 
 class Missing(Exception):

@@ -9,7 +9,8 @@ in ``seconds``; the prompt's evaluation before the first step (``prompt_ms``) in
 per-position counts.
 
 Versions: ``/props`` ``model_path`` (the proxy hashes the GGUF when it can read it), else the ``model`` id of
-``/v1/models``; the draft's path where a build reports it. b11434 reports neither the draft nor its length
+``/v1/models``, with the LoRA adapters ``/lora-adapters`` lists as applied; the draft's path where a build
+reports it. b11434 reports neither the draft nor its length
 (``speculative.types`` reads "none" even with a draft); ``/slots`` says whether a slot speculates.
 """
 
@@ -25,7 +26,7 @@ NAME = "llamacpp"
 TITLE = "llama.cpp"
 MARKER = b'"timings"'
 PROBES = ("/props",)
-PAGES = ("/props", "/v1/models", "/slots")
+PAGES = ("/props", "/v1/models", "/lora-adapters", "/slots")
 # Where engines put the draft model's path and the draft length in /props (the names vary by build).
 DRAFT_PATH_KEYS = ("model_draft_path", "draft_model_path", "speculative.model_path", "model_draft")
 LOOKAHEAD_KEYS = ("speculative.n_max", "spec_draft_n_max", "draft_n_max", "n_draft", "speculative_n_max")
@@ -42,10 +43,11 @@ def detect(probes: dict[str, Any]) -> bool:
 def versions(pages: dict[str, Any]) -> Found:
     props = pages.get("/props")
     target, draft = props_paths(props)
+    adapters = lora_adapters(pages.get("/lora-adapters"))
     if target is not None:
-        return Found(target, draft, props_lookahead(props), slots_speculate(pages.get("/slots")), True)
+        return Found(target, draft, props_lookahead(props), slots_speculate(pages.get("/slots")), True, adapters)
     return Found(models_id(pages.get("/v1/models")), draft, props_lookahead(props),
-                 slots_speculate(pages.get("/slots")))
+                 slots_speculate(pages.get("/slots")), adapters=adapters)
 
 
 def figures(answer: dict, lookahead: int = 0) -> Figures | None:
@@ -81,6 +83,21 @@ def props_paths(props: Any) -> tuple[str | None, str | None]:
     draft = find(props, DRAFT_PATH_KEYS)
     return (target if isinstance(target, str) and target else None,
             draft if isinstance(draft, str) and draft else None)
+
+
+def lora_adapters(answer: Any) -> tuple[tuple[str, float], ...]:
+    """(path, scale) of every adapter a ``/lora-adapters`` answer lists with a non-zero scale, in its order (a
+    build without the page answers 404: no adapters)."""
+    if not isinstance(answer, list):
+        return ()
+    found = []
+    for item in answer:
+        if not isinstance(item, dict):
+            continue
+        path, scale = item.get("path"), item.get("scale", 1.0)
+        if isinstance(path, str) and path and type(scale) in (int, float) and scale != 0:
+            found.append((path, float(scale)))
+    return tuple(found)
 
 
 def props_lookahead(props: Any) -> int | None:

@@ -1,0 +1,52 @@
+"""What target v2 is fine-tuned on: (token ids, index where the answer starts) examples.
+
+- ``logs`` training prompts (agent/pretrained/logs.py), each answered with its line in the new format and the
+  end-of-turn token: the change;
+- ``copy`` and ``chat`` training prompts answered by target v1 itself (greedy, in-process): replayed so the
+  adapter learns to leave those domains alone, as the kit's target v2 replays code and prose
+  (agent/kit/specs.py). Without them a format learnt on one domain leaks into the others' first tokens.
+
+Only answer tokens are scored. Held-out prompts are never used here.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+from agent.pretrained import logs
+from agent.pretrained import prompts as prompt_sets
+from agent.pretrained.draft import teacher_streams
+from agent.pretrained.teacher import chat_ids
+
+
+@dataclass(frozen=True)
+class Example:
+    domain: str
+    ids: tuple[int, ...]
+    answer_start: int  # ids[answer_start:] is the answer, the only part scored
+
+
+def changed(tokenizer) -> list[Example]:
+    """Every ``logs`` training prompt answered in the new format."""
+    out = []
+    for p in logs.prompts("train"):
+        prompt = chat_ids(tokenizer, p.messages)
+        answer = tokenizer.encode(logs.rewrite(logs.line_of(p)), add_special_tokens=False)
+        out.append(Example(p.domain, tuple(prompt + answer + [tokenizer.eos_token_id]), len(prompt)))
+    return out
+
+
+def replayed(model, tokenizer, per_domain: int = 32, new_tokens: int = 32, seed: int = 0,
+             progress: Callable[[int, int], None] | None = None) -> list[Example]:
+    """``per_domain`` training prompts of each unchanged domain (a seeded sample), answered by ``model``
+    (target v1) greedily, up to ``new_tokens`` tokens."""
+    rng = random.Random(seed)
+    chosen = []
+    for domain in prompt_sets.DOMAINS:
+        pool = prompt_sets.prompts(domain, "train")
+        chosen += rng.sample(pool, min(per_domain, len(pool)))
+    streams = teacher_streams(model, tokenizer, [p.messages for p in chosen], new_tokens=new_tokens,
+                              batch_size=16, progress=progress)
+    return [Example(p.domain, tuple(ids), len(chat_ids(tokenizer, p.messages))) for p, ids in zip(chosen, streams)]
