@@ -167,6 +167,7 @@ def test_a_killed_pool_fails_over_at_once_then_its_domains_fall_back(pools, fron
         # (/slots waits for it); the front proxy, checking every 0.2 s, sees both servers up.
         for name, pool in late.proxy.pools.by_name.items():
             wait_for(lambda: runtime.proxy.pools.by_name[name].healthy, timeout=30)
+            wait_for(lambda: pool.checked is not None, timeout=30)  # a check still running would undo the next line
             pool.healthy = True
         late.proxy.router.pool_for = lambda k, healthy: k4 if k4 in healthy else pool_for(k, healthy)
         port = pools["k4"].port
