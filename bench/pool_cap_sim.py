@@ -43,9 +43,9 @@ class NoDrafted(PoolCap):
 
     name = "no-drafted-term"
 
-    def predicted(self, domain: str, k: int):
-        found = super().predicted(domain, k)
-        line = self._costs.line(k)
+    def predicted(self, domain: str, k: int, b: int = 0):
+        found = super().predicted(domain, k, b)
+        line = self.costs(b).line(k) if found is not None else None
         if found is None or found[0] is None or line is None:
             return found
         rates = self._rates.predict(domain, k) if k else None

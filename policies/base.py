@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 StopDrafting = Callable[[float, int], bool]
 
@@ -53,6 +53,7 @@ class _OutcomeFields(NamedTuple):
     seconds: float = 0.0
     drafted: int = 0
     prompt_seconds: float = 0.0
+    load: int = 0
 
 
 class Outcome(_OutcomeFields):
@@ -61,7 +62,8 @@ class Outcome(_OutcomeFields):
     + verify_seconds; from a record whose engine does not split them, its ``seconds``, the unsplit part
     counted as verify time as storage keeps it, so draft + verify = seconds), ``drafted`` the drafted tokens
     (default lookahead * steps), ``prompt_seconds`` the time the engine spent on the request's prompt before
-    its steps (0 when unknown; not step time). Rewards are goodput, emitted / seconds, one observation per outcome
+    its steps (0 when unknown; not step time), ``load`` the load the request met (requests in flight on its
+pool, itself included, or its batch; 0 when unknown: policies/loads.py). Rewards are goodput, emitted / seconds, one observation per outcome
     whatever its size. An aggregate (``aggregate``) has no per-position fields. A named tuple: immutable
     like a frozen dataclass, and several times cheaper to build on the hot path."""
 
@@ -70,12 +72,12 @@ class Outcome(_OutcomeFields):
     def __new__(cls, lookahead: int, accepted: int, emitted: int, draft_seconds: float, verify_seconds: float,
                 accepted_mask: tuple[int, ...] | None = None, draft_confidence: tuple[float, ...] | None = None,
                 steps: int = 1, seconds: float | None = None, drafted: int | None = None,
-                prompt_seconds: float | None = None) -> "Outcome":
+                prompt_seconds: float | None = None, load: int | None = None) -> "Outcome":
         return tuple.__new__(cls, (lookahead, accepted, emitted, draft_seconds, verify_seconds, accepted_mask,
                                    draft_confidence, steps,
                                    draft_seconds + verify_seconds if seconds is None else seconds,
                                    lookahead * steps if drafted is None else drafted,
-                                   0.0 if prompt_seconds is None else prompt_seconds))
+                                   0.0 if prompt_seconds is None else prompt_seconds, load or 0))
 
     @property
     def aggregate(self) -> bool:
@@ -88,7 +90,7 @@ class Outcome(_OutcomeFields):
             return step
         mask, conf = getattr(step, "accepted_mask", None), getattr(step, "draft_confidence", None)
         seconds, drafted = getattr(step, "seconds", None), getattr(step, "drafted", None)
-        prompt = getattr(step, "prompt_seconds", None)
+        prompt, load = getattr(step, "prompt_seconds", None), getattr(step, "load", None)
         draft, verify = float(step.draft_seconds), float(step.verify_seconds)
         if seconds is not None:  # time the engine did not split counts as verify time, as storage keeps it
             verify = max(verify, float(seconds) - draft)
@@ -96,7 +98,7 @@ class Outcome(_OutcomeFields):
                    tuple(mask) if mask is not None else None,
                    tuple(conf) if conf is not None else None, int(getattr(step, "steps", 1)),
                    None if seconds is None else float(seconds), None if drafted is None else int(drafted),
-                   None if prompt is None else float(prompt))
+                   None if prompt is None else float(prompt), None if load is None else int(load))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,14 @@ class Policy(ABC):
     @abstractmethod
     def choose(self, domain: str) -> Decision:
         """The lookahead for the next step of ``domain``."""
+
+    load_aware = False  # whether ``choose_at`` reads the loads (else it is ``choose``)
+
+    def choose_at(self, domain: str, loads: Mapping[int, int]) -> Decision:
+        """The lookahead for the next request of ``domain`` when it would meet load ``loads[k]`` on the pool
+        of K = k (requests in flight there, itself included). A policy that does not weigh the load
+        (``load_aware`` False) chooses as ``choose`` does."""
+        return self.choose(domain)
 
     @abstractmethod
     def update(self, domain: str, outcome: Outcome) -> "Policy":

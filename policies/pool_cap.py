@@ -23,17 +23,27 @@ tried once, in the domain whose requests run slowest from first byte of work to 
 everywhere from that one try. "Slowest" counts the prompt's evaluation (the records' ``prompt_seconds``):
 a try costs a request its extra step time, and the share of the domain's speed that costs is smaller where
 each request also evaluates a long prompt.
+
+**Load.** A pool's cost per step depends on the load its requests meet (requests in flight on it,
+policies/loads.py): under batching a step verifies every sequence's drafts in one pass, and a pass of 8 x 25
+tokens is compute-bound where 1 x 25 is not (SmolLM2-135M F16 on 2 cores: ngram k24 1.26x off alone, 0.96x
+at 8 in flight). So the cost lines are kept per (pool, load band); the domain's accepted and drafted tokens
+per step are not (acceptance is the domain's and the pool's, whatever the load). ``choose_at`` scores each
+pool at the band of the load the request would meet there. A band no request has met yet borrows the
+nearest measured band's lines; once one request measured it, a pool not yet measured at that band gets the
+band's optimistic prior and is tried once, in one domain, for all of them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from policies.arms import arm_of, restricted
 from policies.base import ArmStats, Decision, Outcome, Policy
 from policies.estimates import DecayingSums
 from policies.goodput import capped_goodput
+from policies.loads import band
 from policies.pool_cost import PoolCosts
 from policies.pool_rates import RateTable
 
@@ -65,6 +75,7 @@ class PoolCap(Policy):
 
     name = "pool-cap"
     per_request = True  # learns from one aggregate outcome per request
+    load_aware = True  # costs per load band (choose_at)
     weighs_off = True  # K = 0 is one of its arms, measured once for all domains: the switch need not force it
 
     def __init__(self, kmax: int = 8, halflife: float = 32.0, cost_halflife: float = 200.0, z: float = 0.7,
@@ -84,7 +95,7 @@ class PoolCap(Policy):
         self._clear()
 
     def _clear(self) -> None:
-        self._costs = PoolCosts(self.cost_halflife)
+        self._bands: dict[int, PoolCosts] = {}  # load band -> the pools' cost lines at that load
         self._rates = RateTable(self.halflife, self.cell_spread, self.domain_spread, self.jump)
         self._best: dict[str, tuple[float, int]] = {}  # domain -> (whole-request speed at its best, at choice)
         self._prompts: dict[str, DecayingSums] = {}  # domain -> prompt seconds per emitted token, per request
@@ -100,16 +111,27 @@ class PoolCap(Policy):
         self.default = None if arm is None else arm_of(arm, self.kmax)
         return self
 
-    def predicted(self, domain: str, k: int) -> tuple[float | None, float] | None:
+    def costs(self, b: int = 0) -> PoolCosts | None:
+        """The cost lines at load band ``b``: its own once a request measured it, else the nearest measured
+        band's (the lower on a tie); None while nothing is measured."""
+        found = self._bands.get(b)
+        if found is None and self._bands:
+            found = self._bands[min(self._bands, key=lambda other: (abs(other - b), other))]
+        return found
+
+    def predicted(self, domain: str, k: int, b: int = 0) -> tuple[float | None, float] | None:
         """``(goodput, upper bound)`` of pool ``k`` in ``domain``, tokens per second. A pool no request has
         measured has no goodput yet, and the bound of every drafted token accepted at the cheapest measured
         cost (``PoolCosts.prior``): it is tried where it may beat the best, never where even that is slower
         (``off`` in a domain whose draft pools run twice as fast, k4 where k24 accepts 7 tokens a step).
-        None while nothing at all is measured."""
-        line = self._costs.line(k)
+        ``b``: the load band the request would meet on that pool. None while nothing at all is measured."""
+        costs = self.costs(b)
+        if costs is None:
+            return None
+        line = costs.line(k)
         rates = self._rates.predict(domain, k) if k > 0 and line is not None else None
         if line is None or (k > 0 and rates is None):
-            line = self._costs.prior()
+            line = costs.prior()
             if line is None:
                 return None
             seconds = line.seconds(k)
@@ -123,13 +145,18 @@ class PoolCap(Policy):
                 (1.0 + accepted + self.z * accepted_se) / low)
 
     def choose(self, domain: str) -> Decision:
+        return self.choose_at(domain, {})
+
+    def choose_at(self, domain: str, loads: Mapping[int, int]) -> Decision:
+        """As ``choose``, each pool scored at the band of ``loads[k]`` (absent: a request alone)."""
         arms = self.arms
         if len(arms) == 1:
             return self.decision(arms[0], f"pool-cap: only K={arms[0]} is available")
         if self.default in arms and self._rates.evidence(domain) <= 0:
             return self.decision(self.default, f"pool-cap: nothing measured in this domain yet: the default "
                                                f"pool, K={self.default}")
-        scored = [(k, self.predicted(domain, k)) for k in arms]
+        bands = {k: band(loads.get(k)) for k in arms}
+        scored = [(k, self.predicted(domain, k, bands[k])) for k in arms]
         if any(s is None for _, s in scored):
             k = self._rng.choice(arms)
             return self.decision(k, f"pool-cap: nothing is measured yet, K={k} at random")
@@ -140,9 +167,10 @@ class PoolCap(Policy):
         if known and self._leaves_trying(domain, speed):
             scored = [(k, s) for k, s in scored if s[0] is not None]
         k, (mean, bound) = max(scored, key=lambda pair: (pair[1][1], -pair[0]))  # the smaller K on ties
+        at = f" at load band {bands[k]}" if bands[k] else ""
         if mean is None:
-            return self.decision(k, f"pool-cap: K={k} is not measured yet (bound {bound:.0f} tok/s)")
-        return self.decision(k, f"pool-cap: K={k} predicts {mean:.0f} tok/s (bound {bound:.0f})")
+            return self.decision(k, f"pool-cap: K={k} is not measured yet{at} (bound {bound:.0f} tok/s)")
+        return self.decision(k, f"pool-cap: K={k} predicts {mean:.0f} tok/s{at} (bound {bound:.0f})")
 
     def request_speed(self, domain: str, goodput: float) -> float:
         """Tokens per second of a whole request of ``domain`` whose steps run at ``goodput``: with p its
@@ -172,7 +200,11 @@ class PoolCap(Policy):
             return self
         drafted = float(min(max(outcome.drafted, 0), k * steps))
         accepted = float(min(max(outcome.accepted, 0), drafted))
-        self._costs.add(k, float(steps), drafted, seconds)
+        b = band(outcome.load)
+        costs = self._bands.get(b)
+        if costs is None:
+            costs = self._bands[b] = PoolCosts(self.cost_halflife)
+        costs.add(k, float(steps), drafted, seconds)
         self._rates.add(domain, k, float(steps), accepted, drafted)
         prompts = self._prompts.get(domain)
         if prompts is None:
@@ -182,7 +214,8 @@ class PoolCap(Policy):
         return self
 
     def warm_start(self, domain: str, history: Sequence[ArmStats]) -> "PoolCap":
-        """Start from stored totals: each pool as ``WARM_REQUESTS`` requests of the domain and of its cost."""
+        """Start from stored totals: each pool as ``WARM_REQUESTS`` requests of the domain and of its cost
+        (at load band 0: stored totals mix loads)."""
         self._rates.forget(domain)
         for h in history:
             k = h.lookahead
@@ -193,7 +226,8 @@ class PoolCap(Policy):
             accepted = float(max(0, min(h.emitted - h.steps, drafted)))
             f = min(1.0, WARM_REQUESTS * WARM_STEPS / h.steps)
             self._rates.seed(domain, k, WARM_REQUESTS, f * h.steps, f * accepted, f * drafted)
-            self._costs.seed(k, WARM_REQUESTS, float(h.steps), drafted, seconds)
+            self._bands.setdefault(0, PoolCosts(self.cost_halflife)).seed(k, WARM_REQUESTS, float(h.steps),
+                                                                          drafted, seconds)
         return self
 
     def reconsider(self) -> "PoolCap":
@@ -202,7 +236,8 @@ class PoolCap(Policy):
         the new pair's first requests outweigh both at once while the domains go on being served from what
         was known."""
         self._rates.cut()
-        self._costs.doubt(WARM_REQUESTS)
+        for costs in self._bands.values():
+            costs.doubt(WARM_REQUESTS)
         return self
 
     def forget(self, domain: str) -> "PoolCap":

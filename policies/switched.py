@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting, StopState, has_refits
 from policies.switch import Switch
@@ -20,8 +20,17 @@ class Switched(Policy):
         # policies hand back the same few objects between refits, so most steps need no new one.
         self._renamed: dict[int, tuple[Decision, Decision]] = {}
 
+    @property
+    def load_aware(self) -> bool:
+        return self.policy.load_aware
+
     def choose(self, domain: str) -> Decision:
-        proposed = self.policy.choose(domain)
+        return self._gated(domain, self.policy.choose(domain))
+
+    def choose_at(self, domain: str, loads: Mapping[int, int]) -> Decision:
+        return self._gated(domain, self.policy.choose_at(domain, loads))
+
+    def _gated(self, domain: str, proposed: Decision) -> Decision:
         k, why = self.switch.gate(domain, proposed.lookahead, fallback=max(1, self.kmax // 2))
         if why:
             return Decision(k, k > 0, why, self.name)

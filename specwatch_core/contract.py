@@ -89,6 +89,7 @@ FIELDS = (
     rule("seconds", STEP_TIME, optional=True, plain=None),
     rule("pool", TEXT, 64, optional=True, plain=None),
     rule("prompt_seconds", SECONDS, optional=True, plain=None),
+    rule("load", INT, 1, "MAX_LOAD", optional=True, plain=None),
     rule("timestamp", NUMBER_WITHIN, 0.0, "earliest", "latest", "MAX_TIMESTAMP", optional=True),
     rule("pod", TEXT, 128, optional=True),
     rule("request_id", TEXT, 128, optional=True),

@@ -46,6 +46,8 @@ MAX_TIMESTAMP = 10_000_000_000.0  # unix seconds (year 2286); a store narrows it
 # Verification passes one aggregate record may fold: more than any request makes (each pass emits a token),
 # and small enough that an hour of records per series stays far inside the store's 8-byte counts.
 MAX_STEPS = 10_000_000
+# Requests in flight on a pool (or sequences in a batch) when a request was sent: far above any engine's slots.
+MAX_LOAD = 1_000_000
 
 
 @dataclass(slots=True, kw_only=True)
@@ -82,6 +84,9 @@ class StepRecord:
     seconds: float | None = None
     pool: str | None = None
     prompt_seconds: float | None = None
+    # The load the request met: requests in flight on its pool when the proxy sent it, this one included
+    # (1: alone), or the batch it decoded in. Speculation pays differently under load (policies/pool_cap.py).
+    load: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields; absent optional fields and steps = 1 are left out (old servers read it)."""
@@ -256,4 +261,4 @@ def validate_batch(records: list[StepRecord], **limits: Any) -> list[StepRecord]
 
 
 __all__ = ["StepRecord", "RecordError", "validate_batch", "REQUIRED", "MAX_STEP_SECONDS", "MAX_TIMESTAMP",
-           "MAX_STEPS", "drafted_of", "step_seconds", "verify_seconds_of", "is_aggregate"]
+           "MAX_STEPS", "MAX_LOAD", "drafted_of", "step_seconds", "verify_seconds_of", "is_aggregate"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from agent.hub.domains import DEFAULT_IDLE, OTHER, Defaults, DomainSlots
 from agent.hub.ingest import Ingest
@@ -163,7 +163,7 @@ class Sidecar:
             self.policy.update(key, Outcome(
                 s.lookahead, s.accepted, s.emitted, s.draft_seconds, verify, None if mask is None
                 else tuple(mask), None if conf is None else tuple(conf), s.steps, s.seconds, s.drafted,
-                s.prompt_seconds))
+                s.prompt_seconds, s.load))
         found = None
         if self.watch is not None:
             found = self.watch.observe(s if key == s.domain else dataclasses.replace(s, domain=key))
@@ -185,9 +185,20 @@ class Sidecar:
             change(self.policy)
             self._defaults.adjust(change)
 
-    def decide(self, domain: str) -> Decision:
-        """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate)."""
+    def decide(self, domain: str, loads: Mapping[int, int] | None = None) -> Decision:
+        """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate). ``loads``: the
+        load the request would meet on the pool of each K (the proxy's requests in flight there, it
+        included); a policy that weighs the load (``Policy.load_aware``) decides for it then and there,
+        under the lock, instead of taking the decision the ingest worker readied."""
         state = self.state
+        if loads and self.policy.load_aware:
+            with state.lock:
+                key = state.slots.key(domain)
+                if key is None:
+                    return self._defaults.decide(domain)
+                decision = self.policy.choose_at(key, loads)
+                state.stamp(key, decision)
+            return decision if key == domain else self._shared(decision)
         ready = state.ready.pop(domain, None)  # atomic: the worker made it after the domain's last record
         if ready is None and self.ingest is not None and self.ingest.pending:
             ready = state.latest_of(domain)  # the worker is busy and will ready one: its last, without waiting
@@ -200,10 +211,11 @@ class Sidecar:
                     return self._defaults.decide(domain)
                 decision = self.policy.choose(key)
                 state.stamp(key, decision)
-        if key != domain:
-            decision = dataclasses.replace(decision, reason=f"{decision.reason} (shared state of {OTHER!r}: "
-                                                            f"over {self.max_domains} domains)")
-        return decision
+        return decision if key == domain else self._shared(decision)
+
+    def _shared(self, decision: Decision) -> Decision:
+        return dataclasses.replace(decision, reason=f"{decision.reason} (shared state of {OTHER!r}: "
+                                                    f"over {self.max_domains} domains)")
 
     def latest(self, domain: str) -> Decision | None:
         """The decision last handed out or readied for ``domain``, without taking it (for displays: a

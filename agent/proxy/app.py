@@ -185,6 +185,11 @@ class Proxy:
         out = [(k.decode("latin-1"), v.decode("utf-8", "replace")) for k, v in headers if k not in NOT_SENT]
         watch = asgi.Disconnect(receive)
         result, served = "cancelled", None
+        # The load an inspected request meets: the requests in flight on its pool as it is sent, it included.
+        sent = pool if inspected else None
+        if sent is not None:
+            sent.inflight += 1
+            load = sent.inflight
         try:
             try:
                 answer, pool = await self.opener.open(method, target, out, body, pool,
@@ -193,9 +198,13 @@ class Proxy:
                 result = None
                 return await self._failed(send, exc, pool, watch)
             if inspected:
+                if pool is not sent:  # it failed over: it runs on the next pool
+                    sent.inflight -= 1
+                    sent, pool.inflight = pool, pool.inflight + 1
+                    load = pool.inflight
                 served = Served(domain, pool.name, pool.lookahead, pool.target_version or "unknown",
                                 pool.draft_version or self.pools.draft_of(pool.target_version),
-                                asgi.header(headers, b"x-request-id"), self.sidecar.pod)
+                                asgi.header(headers, b"x-request-id"), self.sidecar.pod, load)
             try:
                 result = await relay(send, answer, pool, served, watch, self, started)
             finally:
@@ -206,6 +215,8 @@ class Proxy:
                 raise
             watch.absorb()
         finally:
+            if sent is not None:
+                sent.inflight -= 1
             watch.finish()
             if served is not None and result is not None:
                 self.metrics.count(pool.name, result, time.perf_counter() - started)

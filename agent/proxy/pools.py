@@ -57,6 +57,7 @@ class Pool:
     engine: object = None  # its adapter module (agent/proxy/engines/), found by the first passing check
     missing: str | None = None  # the per-request figure its answers lack, and how to turn it on
     counters: PoolCounters | None = None  # pool-level records from its counters (while ``missing``)
+    inflight: int = 0  # inspected requests the proxy has sent it that have not ended yet
 
     @property
     def name(self) -> str:
@@ -69,7 +70,7 @@ class Pool:
     def view(self) -> dict:
         return {"name": self.name, "url": self.base, "lookahead": self.lookahead, "healthy": self.healthy,
                 "target_version": self.target_version, "draft_version": self.draft_version,
-                "checked": self.checked, "error": self.error,
+                "checked": self.checked, "error": self.error, "inflight": self.inflight,
                 "engine": None if self.engine is None else self.engine.NAME, "missing": self.missing,
                 "records": "none" if self.missing and self.counters is None else
                            "pool-level" if self.missing else "per-request"}

@@ -59,7 +59,7 @@ class Router:
             pool = healthy[0]
             return Route(pool, Decision(pool.lookahead, pool.lookahead > 0, "one pool: observe and recommend only",
                                         "proxy"))
-        decision = self.sidecar.decide(domain)
+        decision = self.sidecar.decide(domain, loads(healthy))
         return Route(self.pool_for(decision.lookahead, healthy), decision)
 
     def pool_for(self, lookahead: int, healthy: list[Pool]) -> Pool:
@@ -89,6 +89,17 @@ class Router:
             return self.choose(domain)
         decision = self.sidecar.latest(domain)
         return None if decision is None else Route(self.pool_for(decision.lookahead, healthy), decision)
+
+
+def loads(healthy: list[Pool]) -> dict[int, int]:
+    """The load a request would meet on the pool of each K: the requests in flight there, it included (the
+    least where two pools share a K)."""
+    out: dict[int, int] = {}
+    for p in healthy:
+        load = p.inflight + 1
+        if out.get(p.lookahead, load) >= load:
+            out[p.lookahead] = load
+    return out
 
 
 def _shape(policy, arms: tuple[int, ...], default: int | None) -> None:

@@ -95,7 +95,7 @@ class RingClient:
     def record(self, step: StepRecord) -> None:
         """Queue one step for the sidecar (see the module docstring for what is refused and when)."""
         if (step.steps != 1 or step.drafted is not None or step.seconds is not None or step.pool is not None
-                or step.prompt_seconds is not None):
+                or step.prompt_seconds is not None or step.load is not None):
             raise _aggregate(step)
         with self._lock:
             i = self._next
@@ -311,13 +311,14 @@ class RingClient:
 
 def _aggregate(step: StepRecord) -> RecordError:
     for name, value in (("steps", step.steps != 1), ("drafted", step.drafted), ("seconds", step.seconds),
-                        ("pool", step.pool), ("prompt_seconds", step.prompt_seconds)):
+                        ("pool", step.pool), ("prompt_seconds", step.prompt_seconds),
+                        ("load", step.load)):
         if value:
             break
     else:  # a zero, still not carried
         name = next(n for n in ("drafted", "seconds", "prompt_seconds") if getattr(step, n) is not None)
-    return RecordError(name, "the step ring carries per-step records only (steps 1, no drafted, seconds, pool "
-                             "or prompt_seconds); send aggregates with POST /v1/steps")
+    return RecordError(name, "the step ring carries per-step records only (steps 1, no drafted, seconds, pool, "
+                             "prompt_seconds or load); send aggregates with POST /v1/steps")
 
 
 def _invalid(step: StepRecord, field_name: str, message: str) -> RecordError:

@@ -42,6 +42,7 @@ class Served:
     draft_version: str
     request_id: str | None = None
     pod: str | None = None
+    load: int | None = None  # requests in flight on the pool when this one was sent, it included
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +104,8 @@ def record(figures: Figures, served: Served, timestamp: float, elapsed: float | 
         domain=served.domain, lookahead=served.lookahead, accepted=f.accepted, emitted=f.emitted,
         draft_seconds=0.0, verify_seconds=0.0, seconds=seconds, steps=steps, drafted=f.drafted,
         pool=served.pool, target_version=served.target_version, draft_version=served.draft_version,
-        timestamp=timestamp, pod=served.pod, request_id=served.request_id, prompt_seconds=f.prompt_seconds)
+        timestamp=timestamp, pod=served.pod, request_id=served.request_id, prompt_seconds=f.prompt_seconds,
+        load=served.load)
     return out.validate()
 
 
