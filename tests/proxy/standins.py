@@ -202,8 +202,8 @@ class SglangStandIn(StandIn):
                             spec_accepted_drafts=accepted, spec_proposed_drafts=proposed,
                             spec_correct_drafts_histogram=[shown.count(j) for j in range(self.lookahead + 1)],
                             spec_accept_histogram=[shown.count(j) for j in range(self.lookahead + 1)])
-        elif self.lookahead:
-            meta.update(spec_verify_ct=0)
+        elif self.lookahead and self.legacy:
+            meta.update(spec_verify_ct=0)  # older releases wrote it always; current ones only once > 0
         return meta
 
     async def generate(self, request: Request) -> Response:
@@ -267,8 +267,26 @@ class TrtllmStandIn(StandIn):
         if (refused := self.refuse(body)) is not None:
             return refused
         n = int(body.get("max_tokens", 16))
-        self.steps(n)
+        steps = self.steps(n)
+        mean = n / (len(steps) + 1)  # avg_decoded_tokens_per_iter: a mean, no counts
+        usage = {"prompt_tokens": 5, "total_tokens": 5 + n, "completion_tokens": n}
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(self._stream(n, mean, usage if include else None),
+                                     media_type="text/event-stream")
         answer = copy.deepcopy(self.fx["completion_answer"])
-        answer["choices"][0]["text"] = "x" * n
-        answer["usage"].update(total_tokens=5 + n, completion_tokens=n)
+        answer["choices"][0].update(text="x" * n, avg_decoded_tokens_per_iter=mean)
+        answer["usage"].update(usage)
         return JSONResponse(answer)
+
+    async def _stream(self, n: int, mean: float, usage: dict | None):
+        """As postprocess_handlers.completion_stream_post_processor writes it: a chunk per output, then with
+        include_usage a last chunk with no choices and the usage (built as a chat chunk there)."""
+        for i in range(n):
+            chunk = copy.deepcopy(self.fx["completion_chunk"])
+            chunk["choices"][0].update(text="x", finish_reason="length" if i == n - 1 else None,
+                                       avg_decoded_tokens_per_iter=mean)
+            yield sse(chunk)
+        if usage is not None:
+            yield sse({**self.fx["usage_chunk"], "usage": usage})
+        yield b"data: [DONE]\n\n"

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent.proxy.engines.base import Figures, Found, Missing, count, field, number, per_position
 from agent.proxy.versions import clip, find
+from specwatch_core.records import RecordError
 
 NAME = "sglang"
 TITLE = "SGLang"
@@ -70,10 +71,12 @@ def figures(answer: dict, lookahead: int) -> Figures | None:
     latency = meta.get("e2e_latency")
     seconds = float(latency) if number(latency) and latency >= 0 else None
     verify = meta.get("spec_verify_ct")
-    if not count(verify) or verify == 0:
-        if lookahead and verify is None:
-            raise Missing("meta_info.spec_verify_ct", "start SGLang with --speculative-algorithm")
-        return Figures(emitted, steps=emitted, seconds=seconds)  # nothing verified: every token a plain step
+    if verify is None or verify == 0:
+        # SGLang writes its spec_* fields only once a verification pass ran (spec_verify_ct > 0; releases
+        # before wrote 0): none is a request whose every token came from a plain step (a 1-token answer)
+        return Figures(emitted, steps=emitted, seconds=seconds)
+    if not count(verify):
+        raise RecordError("meta_info.spec_verify_ct", f"must be a whole count, got {verify!r}")
     accepted = next((meta[k] for k in ACCEPTED if k in meta), None)
     drafted = next((meta[k] for k in DRAFTED if k in meta), None)
     if not (count(accepted) and count(drafted)):

@@ -3,8 +3,10 @@
 Detected by its Prometheus page ``/prometheus/metrics`` (``trtllm_`` or ``trtllm:`` metrics; its ``/metrics``
 is JSON). Target version: the model id of ``/v1/models``; the draft's is the pool's ``--draft-version``.
 
-Its answers carry no per-request speculation counts (``usage`` only), so a pool without a draft records each
-request from ``usage.completion_tokens`` and a speculating pool gets pool-level records from the counters of
+Its answers carry no per-request speculation counts: ``usage`` and, per choice, ``avg_decoded_tokens_per_iter``
+(a mean of tokens per decoding iteration, not counts; tensorrt_llm/serve/postprocess_handlers.py). So a pool
+without a draft records each request from ``usage.completion_tokens`` (streamed: the last chunk, sent with
+``stream_options.include_usage``) and a speculating pool gets pool-level records from the counters of
 ``/prometheus/metrics`` (``trtllm_spec_decode_{drafted,accepted}_tokens_total{token_position}``, written with
 ``return_perf_metrics: true``; agent/proxy/engines/pool_level.py), never split across domains.
 """
@@ -40,6 +42,8 @@ def figures(answer: dict, lookahead: int) -> Figures | None:
     if "error" in answer or answer.get("object") == "error":
         return None
     emitted = field(answer, "usage", "completion_tokens")
+    if emitted is None and "choices" in answer and not lookahead:
+        raise Missing("usage", "a streamed request without stream_options.include_usage")
     if not count(emitted) or emitted < 1:
         return None
     if lookahead:
