@@ -69,18 +69,31 @@ class StandIn:
 
 class VllmStandIn(StandIn):
     """vLLM with ``--per-request-spec-decode-metrics summary`` (``per_request``), optionally
-    ``--enable-per-request-metrics`` (``timing``) and ``--enable-force-include-usage`` (``force_usage``)."""
+    ``--enable-per-request-metrics`` (``timing``), ``--enable-force-include-usage`` (``force_usage``) and
+    ``VLLM_SERVER_DEV_MODE=1`` (``dev_mode``: ``/server_info`` shows its configuration)."""
 
     def __init__(self, lookahead: int, per_request: bool = True, timing: bool = False, force_usage: bool = False,
-                 seed: int = 0):
+                 dev_mode: bool = False, seed: int = 0):
         super().__init__(lookahead, seed)
         self.per_request, self.timing, self.force_usage = per_request, timing, force_usage
         self.fx = FIXTURES["vllm"]
+        routes = [Route("/server_info", self.server_info)] if dev_mode else []
         self.app = Starlette(routes=[
             Route("/health", lambda _: Response(b"", 200)), Route("/version", lambda _: JSONResponse(self.fx["version"])),
             Route("/v1/models", lambda _: JSONResponse(self.fx["models"])), Route("/metrics", self.metrics),
             Route("/v1/completions", self.complete, methods=["POST"]),
-            Route("/v1/chat/completions", self.complete, methods=["POST"])])
+            Route("/v1/chat/completions", self.complete, methods=["POST"]), *routes])
+
+    def server_info(self, request: Request) -> Response:
+        """``/server_info?config_format=json``: the configuration as vLLM dumps it (the text form otherwise)."""
+        self.requests.append({"path": "/server_info", **request.query_params})
+        config = copy.deepcopy(self.fx["server_info"]["vllm_config"])
+        config["observability_config"]["per_request_spec_decode_metrics"] = "summary" if self.per_request else "none"
+        config["speculative_config"] = (None if not self.lookahead else
+                                        {**config["speculative_config"], "num_speculative_tokens": self.lookahead})
+        if request.query_params.get("config_format") != "json":
+            return JSONResponse({"vllm_config": str(config)})
+        return JSONResponse({"vllm_config": config})
 
     def metrics(self, _: Request) -> Response:
         labels = 'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"'

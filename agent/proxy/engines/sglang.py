@@ -35,7 +35,6 @@ COUNTERS = None  # its page has gauges, not counters: no pool-level records
 ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 DRAFTED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")
-PER_REQUEST = True  # its answers can carry the figures
 MISSING = ("meta_info", "send return_meta_info: true on OpenAI routes, or use /generate")
 
 
@@ -55,6 +54,15 @@ def versions(pages: dict[str, Any]) -> Found:
                  draft if isinstance(draft, str) and draft else None,
                  tokens - 1 if speculates and count(tokens) and tokens >= 1 else (0 if speculates is False else None),
                  speculates)
+
+
+def startup(pages: dict[str, Any], lookahead: int) -> tuple[tuple[str, dict | None], ...]:
+    return ()
+
+
+def started(answers: dict[str, Any], lookahead: int) -> bool:
+    """No server flag gates meta_info: /generate always carries it (its OpenAI routes when a request asks)."""
+    return True
 
 
 def figures(answer: dict, lookahead: int) -> Figures | None:

@@ -24,7 +24,6 @@ MARKER = b'"usage"'
 PROBES = ("/prometheus/metrics",)
 PAGES = ("/v1/models",)
 COUNTERS = "/prometheus/metrics"
-PER_REQUEST = False  # its answers never carry them: pool-level from the start
 MISSING = ("per-request speculation counts", "TensorRT-LLM reports none per request; set return_perf_metrics: "
                                              "true for the pool-level counters")
 
@@ -36,6 +35,15 @@ def detect(probes: dict[str, Any]) -> bool:
 
 def versions(pages: dict[str, Any]) -> Found:
     return Found(models_id(pages.get("/v1/models")))
+
+
+def startup(pages: dict[str, Any], lookahead: int) -> tuple[tuple[str, dict | None], ...]:
+    return ()  # nothing to ask: known without a request
+
+
+def started(answers: dict[str, Any], lookahead: int) -> bool:
+    """A speculating pool's answers never carry the counts: pool-level from the start."""
+    return lookahead == 0
 
 
 def figures(answer: dict, lookahead: int) -> Figures | None:
