@@ -160,7 +160,8 @@ def test_the_start_check_each_engine_asks():
     models = {"/v1/models": FIXTURES["vllm"]["models"]}
     (info, _), (probe, body) = vllm.startup(models, 3)
     assert info == "/server_info?config_format=json" and probe == "/v1/completions"
-    assert (body["max_tokens"], body["model"], body["n"]) == (1, "meta-llama/Llama-3.1-8B-Instruct", 1)
+    assert (body["max_tokens"], body["model"], body["n"], body["include_metrics"]) == (
+        1, "meta-llama/Llama-3.1-8B-Instruct", 1, True)
     config = FIXTURES["vllm"]["server_info"]
     assert vllm.started({info: config}, 3) is False  # per_request_spec_decode_metrics: none
     on = {"vllm_config": {"observability_config": {"per_request_spec_decode_metrics": "detailed"}}}

@@ -57,7 +57,10 @@ def startup(pages: dict[str, Any], lookahead: int) -> tuple[tuple[str, dict | No
     to the served model."""
     if lookahead == 0:
         return ()
-    body: dict[str, Any] = {"prompt": "Hi", "max_tokens": 1, "temperature": 0, "n": 1, "stream": False}
+    # include_metrics: releases whose timing metrics a request must ask for (per_request_metrics.md at
+    # e4deb7cd); others ignore a field they do not know
+    body: dict[str, Any] = {"prompt": "Hi", "max_tokens": 1, "temperature": 0, "n": 1, "stream": False,
+                            "include_metrics": True}
     model = field(pages.get("/v1/models"), "data", 0, "id")
     if isinstance(model, str) and model:
         body["model"] = model
