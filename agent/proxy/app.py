@@ -121,6 +121,7 @@ class Proxy:
             self._checks.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._checks
+        await self.pools.stop()
         if self.opener is not None:
             await self.opener.fresh.close()
         if self.client is not None:

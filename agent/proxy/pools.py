@@ -6,9 +6,11 @@ finds which engine serves the pool (agent/proxy/engines/: llama.cpp's ``/props``
 ``/get_model_info``, TensorRT-LLM's ``/prometheus/metrics``, vLLM's ``/version``); then the pages its adapter
 names (llama.cpp: ``/props``, ``/v1/models``, ``/lora-adapters``, ``/slots``) are read on every check (a GGUF
 hash is cached by path, size and modification time), so a target replaced behind the proxy, an adapter loaded
-or switched, or an engine restarted with other flags, shows in the next check. A speculating pool whose engine reports nothing per request gets pool-level
-records from its counters at each check (agent/proxy/engines/pool_level.py); what is missing is logged once
-per pool and shown in its ``view``.
+or switched, or an engine restarted with other flags, shows in the next check. Each time a pool comes into
+rotation (the first time too) a start check asks its engine whether its answers will carry their per-request
+figures (agent/proxy/startcheck.py). A speculating pool whose engine reports nothing per request gets
+pool-level records from its counters at each check (agent/proxy/engines/pool_level.py); what is missing is
+logged once per pool and shown in its ``view`` (agent/proxy/pool.py).
 
 A pool that answered a request since its last check has shown it is up, and is checked only every
 ``BUSY_ROUNDS`` rounds: /slots waits for the engine's task loop between decoding steps, and a busy pool would
@@ -19,19 +21,20 @@ costs the request it serves). Versions of a busy pool are therefore at most ``BU
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import aiohttp
 
 from agent.proxy import engines
 from agent.proxy.config import MAX_LOOKAHEAD, Upstream
-from agent.proxy.engines.base import Found, Missing, Served
-from agent.proxy.engines.pool_level import PoolCounters
+from agent.proxy.engines.base import Found
+from agent.proxy.pool import Pool
+from agent.proxy.startcheck import start_check
 from agent.proxy.versions import FileVersions, clip, with_adapters
 from agent.scrape.pages import PageError
 from specwatch_core.records import RecordError, StepRecord
@@ -39,59 +42,6 @@ from specwatch_core.records import RecordError, StepRecord
 log = logging.getLogger("specwatch.proxy")
 NO_DRAFT = "none"  # draft version of records from a pool without a draft when no pool has one
 BUSY_ROUNDS = 5  # a pool that answered since its last check is checked every this many rounds
-
-
-@dataclass
-class Pool:
-    """One upstream and what the last check found."""
-
-    upstream: Upstream
-    lookahead: int
-    healthy: bool = False
-    target_version: str | None = None
-    draft_version: str | None = None
-    checked: float | None = None
-    error: str | None = "not checked yet"
-    answered: bool = False  # an answer came back from it since its last check
-    skipped: int = 0  # rounds skipped in a row because it was answering
-    engine: object = None  # its adapter module (agent/proxy/engines/), found by the first passing check
-    missing: str | None = None  # the per-request figure its answers lack, and how to turn it on
-    counters: PoolCounters | None = None  # pool-level records from its counters (while ``missing``)
-    inflight: int = 0  # inspected requests the proxy has sent it that have not ended yet
-
-    @property
-    def name(self) -> str:
-        return self.upstream.name
-
-    @property
-    def base(self) -> str:
-        return self.upstream.base
-
-    def view(self) -> dict:
-        return {"name": self.name, "url": self.base, "lookahead": self.lookahead, "healthy": self.healthy,
-                "target_version": self.target_version, "draft_version": self.draft_version,
-                "checked": self.checked, "error": self.error, "inflight": self.inflight,
-                "engine": None if self.engine is None else self.engine.NAME, "missing": self.missing,
-                "records": "none" if self.missing and self.counters is None else
-                           "pool-level" if self.missing else "per-request"}
-
-    def served(self, draft_version: str, pod: str | None = None) -> Served:
-        """What a pool-level record of this pool carries (no domain: see agent/proxy/engines/pool_level.py)."""
-        return Served("", self.name, self.lookahead, self.target_version or "unknown", draft_version, None, pod)
-
-    def lacks(self, missing: Missing) -> bool:
-        """The pool's answers lack a per-request figure: logged the first time (True), then only counted."""
-        text = f"{missing.field} ({missing.hint})"
-        if self.missing == text:
-            return False
-        self.missing = text
-        if self.lookahead > 0 and self.engine is not None and self.engine.COUNTERS:
-            self.counters = self.counters or PoolCounters()
-        how = (f"pool-level records from {self.engine.COUNTERS} instead, never split across domains"
-               if self.counters is not None else "its requests are served and not recorded")
-        log.warning("pool %s (%s): answers lack %s: %s", self.name,
-                    getattr(self.engine, "TITLE", "engine"), text, how)
-        return True
 
 
 class Pools:
@@ -170,6 +120,7 @@ class Pools:
             if not pool.healthy:
                 log.info("pool %s in rotation (K=%d, target %s, draft %s)", pool.name, pool.lookahead,
                          pool.target_version, pool.draft_version)
+                self._start_check(pool, client)  # it came up: will its answers carry their figures?
             pool.healthy, pool.error = True, None
         pool.checked = time.time()
         after = (pool.healthy, pool.lookahead, pool.target_version, pool.draft_version)
@@ -201,6 +152,7 @@ class Pools:
             draft = await asyncio.to_thread(self.files.of, draft_path) if found.target_is_path or \
                 os.path.isfile(draft_path) else clip(draft_path)
         self._lookahead(pool, found.lookahead, found.speculates, draft_path)
+        pool.pages = pages
         pool.target_version = target
         pool.draft_version = draft if pool.lookahead > 0 else None
         if pool.counters is not None:
@@ -216,9 +168,20 @@ class Pools:
                 break
         pool.engine = found or engines.DEFAULT
         log.info("pool %s: %s%s", pool.name, pool.engine.TITLE, "" if found else " (no engine recognised)")
-        if not pool.engine.PER_REQUEST and pool.upstream.lookahead > 0:  # known at start: it never reports
-            pool.lookahead = pool.upstream.lookahead
-            pool.lacks(Missing(*pool.engine.MISSING))
+
+    def _start_check(self, pool: Pool, client: aiohttp.ClientSession) -> None:
+        """Ask the engine, in the background, whether its answers will carry their per-request figures
+        (agent/proxy/startcheck.py); what they lack is reported once, now rather than at the first answer."""
+        if pool.starting is None or pool.starting.done():
+            pool.starting = start_check(pool, client)
+
+    async def stop(self) -> None:
+        """Cancel start checks still running (the proxy is stopping)."""
+        for pool in self.all:
+            if pool.starting is not None and not pool.starting.done():
+                pool.starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pool.starting
 
     async def _pool_level(self, pool: Pool, client: aiohttp.ClientSession) -> None:
         """The pool's counters since the last check as one pool-level record."""

@@ -1,8 +1,9 @@
 """deploy/proxy-vllm: `specwatch proxy` in front of two vLLM Deployments (K = 4 and K = 0). Every object is
 valid and the kustomization renders them; the proxy's arguments parse and name the vLLM Services; each vLLM
-pool runs the draft length its pool name says, with the per-request metrics flag the proxy reads, and the
-flags `specwatch recommend --engine vllm` writes for that pool; the vLLM pods outlive the proxy's drain; and
-the proxy in front of stand-in vLLM pools of those names records per request."""
+pool runs the draft length its pool name says, with the per-request metrics flag the proxy reads where it
+drafts (vLLM refuses it without a draft), and the flags `specwatch recommend --engine vllm` writes for that
+pool; the vLLM pods outlive the proxy's drain; and the proxy in front of stand-in vLLM pools of those names
+records per request."""
 
 from __future__ import annotations
 
@@ -57,8 +58,10 @@ def pool_problems(name: str, args: list[str]) -> list[str]:
     """What is wrong with a vLLM pool's arguments for the proxy pool ``name`` (kN or off)."""
     found = []
     options = dict(a.split("=", 1) for a in args if "=" in a)
-    if options.get(FLAG) not in ("summary", "detailed"):
+    if name != "off" and options.get(FLAG) not in ("summary", "detailed"):
         found.append(f"{name}: {FLAG} summary|detailed missing")
+    if name == "off" and FLAG in options:  # vLLM refuses it without --speculative-config (config/vllm.py)
+        found.append(f"off: {FLAG} without a draft: vLLM does not start")
     config = options.get("--speculative-config")
     k = json.loads(config)["num_speculative_tokens"] if config else 0
     if k != (0 if name == "off" else int(name[1:])):
@@ -97,7 +100,8 @@ def test_the_pool_check_has_power():
     assert pool_problems("k4", [a for a in args if not a.startswith(FLAG)]) == [
         f"k4: {FLAG} summary|detailed missing"]
     assert pool_problems("k8", args) == ["k8: drafts 4 tokens a step"]
-    assert pool_problems("off", args) == ["off: drafts 4 tokens a step"]
+    assert pool_problems("off", args) == [f"off: {FLAG} without a draft: vLLM does not start",
+                                          "off: drafts 4 tokens a step"]
 
 
 def test_the_vllm_flags_are_what_recommend_writes_for_the_pool():

@@ -69,18 +69,31 @@ class StandIn:
 
 class VllmStandIn(StandIn):
     """vLLM with ``--per-request-spec-decode-metrics summary`` (``per_request``), optionally
-    ``--enable-per-request-metrics`` (``timing``) and ``--enable-force-include-usage`` (``force_usage``)."""
+    ``--enable-per-request-metrics`` (``timing``), ``--enable-force-include-usage`` (``force_usage``) and
+    ``VLLM_SERVER_DEV_MODE=1`` (``dev_mode``: ``/server_info`` shows its configuration)."""
 
     def __init__(self, lookahead: int, per_request: bool = True, timing: bool = False, force_usage: bool = False,
-                 seed: int = 0):
+                 dev_mode: bool = False, seed: int = 0):
         super().__init__(lookahead, seed)
         self.per_request, self.timing, self.force_usage = per_request, timing, force_usage
         self.fx = FIXTURES["vllm"]
+        routes = [Route("/server_info", self.server_info)] if dev_mode else []
         self.app = Starlette(routes=[
             Route("/health", lambda _: Response(b"", 200)), Route("/version", lambda _: JSONResponse(self.fx["version"])),
             Route("/v1/models", lambda _: JSONResponse(self.fx["models"])), Route("/metrics", self.metrics),
             Route("/v1/completions", self.complete, methods=["POST"]),
-            Route("/v1/chat/completions", self.complete, methods=["POST"])])
+            Route("/v1/chat/completions", self.complete, methods=["POST"]), *routes])
+
+    def server_info(self, request: Request) -> Response:
+        """``/server_info?config_format=json``: the configuration as vLLM dumps it (the text form otherwise)."""
+        self.requests.append({"path": "/server_info", **request.query_params})
+        config = copy.deepcopy(self.fx["server_info"]["vllm_config"])
+        config["observability_config"]["per_request_spec_decode_metrics"] = "summary" if self.per_request else "none"
+        config["speculative_config"] = (None if not self.lookahead else
+                                        {**config["speculative_config"], "num_speculative_tokens": self.lookahead})
+        if request.query_params.get("config_format") != "json":
+            return JSONResponse({"vllm_config": str(config)})
+        return JSONResponse({"vllm_config": config})
 
     def metrics(self, _: Request) -> Response:
         labels = 'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"'
@@ -202,8 +215,8 @@ class SglangStandIn(StandIn):
                             spec_accepted_drafts=accepted, spec_proposed_drafts=proposed,
                             spec_correct_drafts_histogram=[shown.count(j) for j in range(self.lookahead + 1)],
                             spec_accept_histogram=[shown.count(j) for j in range(self.lookahead + 1)])
-        elif self.lookahead:
-            meta.update(spec_verify_ct=0)
+        elif self.lookahead and self.legacy:
+            meta.update(spec_verify_ct=0)  # older releases wrote it always; current ones only once > 0
         return meta
 
     async def generate(self, request: Request) -> Response:
@@ -267,8 +280,26 @@ class TrtllmStandIn(StandIn):
         if (refused := self.refuse(body)) is not None:
             return refused
         n = int(body.get("max_tokens", 16))
-        self.steps(n)
+        steps = self.steps(n)
+        mean = n / (len(steps) + 1)  # avg_decoded_tokens_per_iter: a mean, no counts
+        usage = {"prompt_tokens": 5, "total_tokens": 5 + n, "completion_tokens": n}
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(self._stream(n, mean, usage if include else None),
+                                     media_type="text/event-stream")
         answer = copy.deepcopy(self.fx["completion_answer"])
-        answer["choices"][0]["text"] = "x" * n
-        answer["usage"].update(total_tokens=5 + n, completion_tokens=n)
+        answer["choices"][0].update(text="x" * n, avg_decoded_tokens_per_iter=mean)
+        answer["usage"].update(usage)
         return JSONResponse(answer)
+
+    async def _stream(self, n: int, mean: float, usage: dict | None):
+        """As postprocess_handlers.completion_stream_post_processor writes it: a chunk per output, then with
+        include_usage a last chunk with no choices and the usage (built as a chat chunk there)."""
+        for i in range(n):
+            chunk = copy.deepcopy(self.fx["completion_chunk"])
+            chunk["choices"][0].update(text="x", finish_reason="length" if i == n - 1 else None,
+                                       avg_decoded_tokens_per_iter=mean)
+            yield sse(chunk)
+        if usage is not None:
+            yield sse({**self.fx["usage_chunk"], "usage": usage})
+        yield b"data: [DONE]\n\n"

@@ -19,12 +19,13 @@ EXAMPLE = FIXTURES["vllm"]["speculative_decoding_example"]
 
 @pytest.mark.parametrize("adapter", engines.ADAPTERS, ids=engines.NAMES)
 def test_every_adapter_keeps_the_contract(adapter):
-    for name in ("NAME", "TITLE", "MARKER", "PROBES", "PAGES", "COUNTERS", "PER_REQUEST", "MISSING"):
+    for name in ("NAME", "TITLE", "MARKER", "PROBES", "PAGES", "COUNTERS", "MISSING"):
         assert hasattr(adapter, name), name
-    assert all(callable(getattr(adapter, f)) for f in ("detect", "versions", "figures"))
+    assert all(callable(getattr(adapter, f)) for f in ("detect", "versions", "figures", "startup", "started"))
+    assert adapter.startup({}, 0) == () and adapter.started({}, 0) is True  # no draft: nothing to ask
     assert isinstance(adapter.MARKER, bytes) and adapter.PROBES and adapter.PAGES
     assert adapter.figures({}, 0) is None  # an empty answer records nothing and raises nothing
-    assert adapter.MISSING is None or (len(adapter.MISSING) == 2 and adapter.PER_REQUEST in (True, False))
+    assert adapter.MISSING is None or len(adapter.MISSING) == 2
     assert engines.adapter(adapter.NAME) is adapter
 
 
@@ -103,8 +104,10 @@ def test_sglang_missing_meta_info_and_nothing_verified():
     assert "return_meta_info" in caught.value.hint
     f = sglang.figures({"meta_info": {"completion_tokens": 1, "spec_verify_ct": 0}}, 3)
     assert (f.emitted, f.steps, f.drafted) == (1, 1, 0)
-    with pytest.raises(Missing, match="spec_verify_ct"):
-        sglang.figures({"meta_info": {"completion_tokens": 5}}, 3)
+    # no spec_* field before the first verification pass (spec_decoding_meta.py writes them only when > 0)
+    assert sglang.figures({"meta_info": {"completion_tokens": 1}}, 3) == Figures(1, steps=1)
+    with pytest.raises(RecordError, match="spec_verify_ct"):
+        sglang.figures({"meta_info": {"completion_tokens": 5, "spec_verify_ct": 2.0}}, 3)
     assert sglang.figures(FIXTURES["sglang"]["error"], 3) is None
 
 
@@ -151,3 +154,27 @@ def test_pool_level_counts_from_zero_when_the_engine_writes_no_counter_yet():
             'trtllm_spec_decode_accepted_tokens_total{token_position="0"} 3.0\n')
     r = counters.take(page, 2.0, Served("", "k2", 2, "t", "d"))
     assert (r.steps, r.drafted, r.accepted, r.lookahead) == (5, 10, 3, 2)
+
+
+def test_the_start_check_each_engine_asks():
+    models = {"/v1/models": FIXTURES["vllm"]["models"]}
+    (info, _), (probe, body) = vllm.startup(models, 3)
+    assert info == "/server_info?config_format=json" and probe == "/v1/completions"
+    assert (body["max_tokens"], body["model"], body["n"], body["include_metrics"]) == (
+        1, "meta-llama/Llama-3.1-8B-Instruct", 1, True)
+    config = FIXTURES["vllm"]["server_info"]
+    assert vllm.started({info: config}, 3) is False  # per_request_spec_decode_metrics: none
+    on = {"vllm_config": {"observability_config": {"per_request_spec_decode_metrics": "detailed"}}}
+    assert vllm.started({info: on}, 3) is True
+    assert vllm.started({info: {"vllm_config": str(config)}}, 3) is None  # the text form tells nothing
+    assert vllm.started({info: None}, 3) is None  # not in dev mode: the probe tells
+    zeros = {**EXAMPLE, "acceptance_histogram": [0, 0, 0, 0], "num_spec_steps": 0, "num_accepted_draft_tokens": 0,
+             "num_draft_tokens": 0}
+    answered = {"usage": {"completion_tokens": 1}, "choices": [{}]}
+    assert vllm.started({info: None, probe: {**answered, "metrics": {"speculative_decoding": zeros}}}, 3) is True
+    assert vllm.started({info: None, probe: {**answered, "metrics": None}}, 3) is False
+    assert vllm.started({info: None, probe: FIXTURES["vllm"]["error"]}, 3) is None
+    assert vllm.figures({**answered, "metrics": {"speculative_decoding": zeros}}, 3) == Figures(
+        1, 0, 0, 1, None, (0, 0, 0), 3, 0)  # the probe's own answer would record one plain step
+    assert trtllm.startup({}, 2) == () and trtllm.started({}, 2) is False  # pool-level from the start
+    assert sglang.started({}, 3) is True and llamacpp.started({}, 4) is True

@@ -1,7 +1,7 @@
 """Engine adapters of the proxy: one module per engine (``llamacpp``, ``vllm``, ``sglang``, ``trtllm``), each
 keeping the contract of ``base`` (detect the engine from its pages, read its versions, turn an answer into the
-request's figures); ``pool_level`` makes pool-level records from an engine's counters where its answers carry
-no per-request figures.
+request's figures, say how the start check learns whether its answers will carry them); ``pool_level`` makes
+pool-level records from an engine's counters where its answers carry no per-request figures.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The contract every engine adapter of the proxy keeps, and the one record it makes of a request.
 
-An adapter (one module per engine beside this one) knows three things about its engine:
+An adapter (one module per engine beside this one) knows four things about its engine:
 
 - ``detect(probes)``: whether the answers of the pool's own pages (``PROBES``, path -> parsed JSON, text or
   None) are this engine's;
@@ -8,12 +8,14 @@ An adapter (one module per engine beside this one) knows three things about its 
   (``Found``), from the same pages;
 - ``figures(answer)``: the request's speculation figures (``Figures``) from its whole JSON answer, or from the
   one streamed event that carries them (``MARKER`` names a key only that event has); ``Missing`` naming the
-  field when the engine answered without them (a start-up flag is off), None when the answer is incomplete.
+  field when the engine answered without them (a start-up flag is off), None when the answer is incomplete;
+- ``startup(pages, lookahead)`` and ``started(answers, lookahead)``: the start check (agent/proxy/startcheck.py):
+  the requests that tell, when a pool comes up, whether its answers will carry the figures, and what their
+  answers say (True, False: ``MISSING`` applies, None: cannot tell).
 
 Each adapter module also names: ``NAME`` and ``TITLE``; ``PAGES`` its versions come from (``FALLBACK``: older
 names of renamed pages); ``COUNTERS``, the page of its speculation counters for pool-level records (None:
-none to read); ``PER_REQUEST``, False for an engine whose answers never carry figures; ``MISSING``, the
-(field, hint) reported when they lack them.
+none to read); ``MISSING``, the (field, hint) reported when its answers lack their figures.
 
 ``record(figures, served, timestamp)`` then makes the request's aggregate StepRecord the same way for every
 engine. Terms: a *step* is one target pass (it emits its accepted drafted tokens plus one bonus token);

@@ -31,7 +31,6 @@ PAGES = ("/props", "/v1/models", "/lora-adapters", "/slots")
 DRAFT_PATH_KEYS = ("model_draft_path", "draft_model_path", "speculative.model_path", "model_draft")
 LOOKAHEAD_KEYS = ("speculative.n_max", "spec_draft_n_max", "draft_n_max", "n_draft", "speculative_n_max")
 COUNTERS = None  # every answer carries timings: no pool-level records
-PER_REQUEST = True  # its answers can carry the figures
 MISSING = None
 
 
@@ -48,6 +47,14 @@ def versions(pages: dict[str, Any]) -> Found:
         return Found(target, draft, props_lookahead(props), slots_speculate(pages.get("/slots")), True, adapters)
     return Found(models_id(pages.get("/v1/models")), draft, props_lookahead(props),
                  slots_speculate(pages.get("/slots")), adapters=adapters)
+
+
+def startup(pages: dict[str, Any], lookahead: int) -> tuple[tuple[str, dict | None], ...]:
+    return ()
+
+
+def started(answers: dict[str, Any], lookahead: int) -> bool:
+    return True  # every answer ends with its timings: nothing to turn on
 
 
 def figures(answer: dict, lookahead: int = 0) -> Figures | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent.proxy.engines.base import Figures, Found, Missing, count, field, number, per_position
 from agent.proxy.versions import clip, find
+from specwatch_core.records import RecordError
 
 NAME = "sglang"
 TITLE = "SGLang"
@@ -34,7 +35,6 @@ COUNTERS = None  # its page has gauges, not counters: no pool-level records
 ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 DRAFTED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")
-PER_REQUEST = True  # its answers can carry the figures
 MISSING = ("meta_info", "send return_meta_info: true on OpenAI routes, or use /generate")
 
 
@@ -56,6 +56,15 @@ def versions(pages: dict[str, Any]) -> Found:
                  speculates)
 
 
+def startup(pages: dict[str, Any], lookahead: int) -> tuple[tuple[str, dict | None], ...]:
+    return ()
+
+
+def started(answers: dict[str, Any], lookahead: int) -> bool:
+    """No server flag gates meta_info: /generate always carries it (its OpenAI routes when a request asks)."""
+    return True
+
+
 def figures(answer: dict, lookahead: int) -> Figures | None:
     if "error" in answer:
         return None
@@ -70,10 +79,12 @@ def figures(answer: dict, lookahead: int) -> Figures | None:
     latency = meta.get("e2e_latency")
     seconds = float(latency) if number(latency) and latency >= 0 else None
     verify = meta.get("spec_verify_ct")
-    if not count(verify) or verify == 0:
-        if lookahead and verify is None:
-            raise Missing("meta_info.spec_verify_ct", "start SGLang with --speculative-algorithm")
-        return Figures(emitted, steps=emitted, seconds=seconds)  # nothing verified: every token a plain step
+    if verify is None or verify == 0:
+        # SGLang writes its spec_* fields only once a verification pass ran (spec_verify_ct > 0; releases
+        # before wrote 0): none is a request whose every token came from a plain step (a 1-token answer)
+        return Figures(emitted, steps=emitted, seconds=seconds)
+    if not count(verify):
+        raise RecordError("meta_info.spec_verify_ct", f"must be a whole count, got {verify!r}")
     accepted = next((meta[k] for k in ACCEPTED if k in meta), None)
     drafted = next((meta[k] for k in DRAFTED if k in meta), None)
     if not (count(accepted) and count(drafted)):

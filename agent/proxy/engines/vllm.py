@@ -13,7 +13,8 @@ with ``n == 1`` (streamed: the final usage chunk, sent with ``stream_options.inc
 steps are emitted - accepted (the prefill's token and steps without drafts count as steps, as llama.cpp's do),
 never fewer than ``num_spec_steps``. Time: ``metrics.time_to_first_token_ms + generation_time_ms`` with
 ``--enable-per-request-metrics``, else the proxy's wall time of the request. Without the flag a speculating pool
-gets pool-level records from ``vllm:spec_decode_*`` counters on ``/metrics`` (agent/proxy/engines/pool_level.py).
+gets pool-level records from ``vllm:spec_decode_*`` counters on ``/metrics`` (agent/proxy/engines/pool_level.py);
+the start check (``startup``, ``started``) finds the flag off when the pool comes up, not at its first answer.
 """
 
 from __future__ import annotations
@@ -31,8 +32,14 @@ PROBES = ("/version", "/v1/models")
 PAGES = ("/v1/models",)
 COUNTERS = "/metrics"
 FLAG = "start vLLM with --per-request-spec-decode-metrics summary"
-PER_REQUEST = True  # its answers can carry the figures
 MISSING = ("metrics.speculative_decoding", FLAG)
+# The start check: vLLM's configuration where the server shows it (only with VLLM_SERVER_DEV_MODE=1), else a
+# 1-token completion. With the flag on, every n == 1 answer of a speculating server carries
+# metrics.speculative_decoding, all zeros when nothing was drafted (as a 1-token answer: the prefill emits it);
+# without the flag, metrics is null or lacks it.
+SERVER_INFO = "/server_info?config_format=json"
+PROBE = "/v1/completions"
+LEVELS = ("summary", "detailed")
 
 
 def detect(probes: dict[str, Any]) -> bool:
@@ -43,6 +50,37 @@ def detect(probes: dict[str, Any]) -> bool:
 
 def versions(pages: dict[str, Any]) -> Found:
     return Found(models_id(pages.get("/v1/models")))
+
+
+def startup(pages: dict[str, Any], lookahead: int) -> tuple[tuple[str, dict | None], ...]:
+    """What the start check asks a speculating pool, in order: its configuration, then a 1-token completion
+    to the served model."""
+    if lookahead == 0:
+        return ()
+    # include_metrics: releases whose timing metrics a request must ask for (per_request_metrics.md at
+    # e4deb7cd); others ignore a field they do not know
+    body: dict[str, Any] = {"prompt": "Hi", "max_tokens": 1, "temperature": 0, "n": 1, "stream": False,
+                            "include_metrics": True}
+    model = field(pages.get("/v1/models"), "data", 0, "id")
+    if isinstance(model, str) and model:
+        body["model"] = model
+    return (SERVER_INFO, None), (PROBE, body)
+
+
+def started(answers: dict[str, Any], lookahead: int) -> bool | None:
+    """Whether the pool's answers carry metrics.speculative_decoding: from the flag in its configuration
+    (``observability_config.per_request_spec_decode_metrics``), else from the probe's answer; None when
+    neither told."""
+    if lookahead == 0:
+        return True  # no draft: nothing to carry
+    level = field(answers.get(SERVER_INFO), "vllm_config", "observability_config",
+                  "per_request_spec_decode_metrics")
+    if isinstance(level, str):
+        return level in LEVELS
+    probe = answers.get(PROBE)
+    if not isinstance(probe, dict) or not count(field(probe, "usage", "completion_tokens")):
+        return None
+    return isinstance(field(probe, "metrics", "speculative_decoding"), dict)
 
 
 def figures(answer: dict, lookahead: int) -> Figures | None:
