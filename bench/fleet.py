@@ -53,8 +53,9 @@ RESULTS = Path(__file__).parent / "results" / "fleet.json"
 SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DAY = 86400
 TIERS = ("windows", "minutes", "hours", "days")
-# the second: schemas before 0005; the last three: 0006 on
-TIER_TABLES = {*TIERS, *(f"{t[:-1]}_positions" for t in TIERS), "window_blocks", "minute_blocks", "ten_minutes"}
+# the second: schemas before 0005; then 0006 on, and ten_minute_blocks 0007 on
+TIER_TABLES = {*TIERS, *(f"{t[:-1]}_positions" for t in TIERS), "window_blocks", "minute_blocks", "ten_minutes",
+               "ten_minute_blocks"}
 console = Console(stderr=True)
 
 
