@@ -202,12 +202,30 @@ def run(url: str, engine: sa.Engine, pods: int, domains: int, days: int, repeats
     d = (int(time.time()) // DAY) * DAY
     say(f"history: {days} days x {pods} pods x {domains} domains ...")
     loaded = load(engine, pods, domains, days, d, say)
-    now = d + 3570  # 59.5 min into the day: the current hour still in minutes (the slowest edge)
+    queries = time_queries(url, d, days, repeats, say)
+    say("  rollup and retention ...")
+    jobs = time_jobs(url, engine, d)
+    return dict(day_boundary=d, query_now=d + NOW, load=loaded, queries=queries, jobs=jobs)
+
+
+def rerun(url: str, engine: sa.Engine, days: int, repeats: int, say: Callable[[str], None]) -> dict:
+    """The queries again on a history an earlier ``run`` loaded (and its jobs changed): its tier state and
+    marks put back as the load left them. The jobs are not timed again: their deletions are done."""
+    with engine.connect() as conn:
+        d = conn.execute(sa.text("SELECT available_from FROM tier_state WHERE tier = 'hour'")).scalar() + days * DAY
+    tables = _tables(engine)
+    _state(engine, d, days, "days" in tables, "window_blocks" in tables)
+    return dict(day_boundary=d, query_now=d + NOW, queries=time_queries(url, d, days, repeats, say))
+
+
+NOW = 3570  # 59.5 min into the day: the current hour still in minutes (the slowest edge)
+
+
+def time_queries(url: str, d: int, days: int, repeats: int, say: Callable[[str], None]) -> dict:
+    now = d + NOW
     queries = {}
     for name, by in ((f"stats --since {days}d (fleet, by domain)", ("domain",)),
                      (f"stats --since {days}d --by pod", ("pod",))):
         say(f"  {name} ...")
         queries[name] = time_stats(url, now, StatsQuery(since=now - days * DAY, by=by), repeats)
-    say("  rollup and retention ...")
-    jobs = time_jobs(url, engine, d)
-    return dict(day_boundary=d, query_now=now, load=loaded, queries=queries, jobs=jobs)
+    return queries
