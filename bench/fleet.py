@@ -28,8 +28,8 @@ processes: run nothing else against it meanwhile. Not a test: prints a table and
                           [--keep-history | --history-schema NAME]
 
 A history takes ~10 minutes to load at 1000 pods: ``--keep-history`` keeps its schema, and
-``--history-schema NAME`` times the queries again on it (after migrating it to this code's schema, which
-is timed: the migration's cost on 30 days of a fleet).
+``--history-schema NAME`` times the queries and jobs again on it (after migrating it to this code's schema,
+which is timed: the migration's cost on 30 days of a fleet).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--keep-history", action="store_true", help="keep the history's schema (to explain)")
     parser.add_argument("--history-schema", help="a schema --keep-history kept: migrate it to this code's schema "
-                                                 "(timed), then time the queries again; no load, no jobs")
+                                                 "(timed), then time the queries and jobs again; no load")
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL (a schema is created and dropped)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -253,7 +253,7 @@ def print_tables(results: dict) -> None:
         what = m.get("rebuilt") or m.get("deleted")
         goal = "<= 0.5 s" if job == "prune" else ""
         table.add_row(f"{job} {what}", f"{m['seconds']:.2f} s", goal, _ok(m["seconds"] <= 0.5) if goal else "")
-    for tier, m in load.get("packed", {}).items():
+    for tier, m in {**load.get("packed", {}), **h.get("packed", {})}.items():
         table.add_row(f"pack {m['rows']:,} {tier} rows into {m['blocks']:,} blocks", f"{m['seconds']:.1f} s", "", "")
     for t, b in h.get("bytes_per_pod_day", {}).items():
         table.add_row(f"{t}: bytes per pod-day", f"{b / 1e6:.3f} MB", "", "")
