@@ -13,6 +13,7 @@ subtracts its first hour, instead of adding its 23 other hours (at 1000 pods 22,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from storage.sql import ceil_to, floor_to
@@ -26,6 +27,7 @@ class TierView:
     seconds: int
     available_from: int = 0
     dirty: frozenset[int] = field(default_factory=frozenset)  # starts of buckets behind the tier below
+    rolled_until: float = math.inf  # buckets ending after it were never rolled up (not used in a complement)
 
 
 @dataclass(frozen=True)
@@ -119,8 +121,8 @@ def _complement(tier: TierView, finer: TierView, bucket: int, lo: int, hi: int) 
     outside = (inner[0] - bucket) + (end - inner[1])
     if outside >= inner[1] - inner[0] or bucket < max(tier.available_from, finer.available_from):
         return None
-    if bucket in tier.dirty or any(bucket <= d < end for d in finer.dirty):
-        return None
+    if end > tier.rolled_until or bucket in tier.dirty or any(bucket <= d < end for d in finer.dirty):
+        return None  # a bucket reaching past ``until`` may still be open: only one rolled up and clean
     return Segment(tier.name, inner[0], inner[1], (bucket, end), finer.name)
 
 

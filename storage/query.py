@@ -138,7 +138,8 @@ def _views(conn, usable: list[Tier], state, since: int, until: int) -> list[Tier
     for t in usable:
         behind = {floor_to(m, t.seconds) for s in usable if s.seconds <= t.seconds
                   for m in marks.get(s.name, ())}
-        views.append(TierView(t.name, t.seconds, state[t.name].available_from, frozenset(behind)))
+        views.append(TierView(t.name, t.seconds, state[t.name].available_from, frozenset(behind),
+                              state[t.name].rolled_until))
     return views
 
 

@@ -54,6 +54,9 @@ def test_no_complement_when_it_reads_more_or_cannot_be_exact():
     assert plan(600, 2 * H, views(hour_dirty={0})).segments == (Segment("minute", 600, H), Segment("hour", H, 2 * H))
     # minutes pruned before 300: the first ten minutes cannot be subtracted
     assert plan(600, 2 * H, views(minute_from=300)).segments == (Segment("minute", 600, H), Segment("hour", H, 2 * H))
+    # the hour holding the range's end not rolled up yet (it may be open), marks or not
+    rolled = [TierView("window", 10), TierView("minute", 60), TierView("hour", H, rolled_until=H)]
+    assert plan(0, 2 * H - 600, rolled).segments == (Segment("hour", 0, H), Segment("minute", H, 2 * H - 600))
 
 
 def test_a_gap_below_a_complement_is_still_reported():
