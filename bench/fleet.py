@@ -25,6 +25,11 @@ processes: run nothing else against it meanwhile. Not a test: prints a table and
 
     python bench/fleet.py [--pods 10,100,1000] [--seconds 60] [--workers 4] [--pool-size 40]
                           [--size-pods 20] [--history-pods 1000] [--server URL] [--out FILE]
+                          [--keep-history | --history-schema NAME]
+
+A history takes ~10 minutes to load at 1000 pods: ``--keep-history`` keeps its schema, and
+``--history-schema NAME`` times the queries and jobs again on it (after migrating it to this code's schema,
+which is timed: the migration's cost on 30 days of a fleet).
 """
 
 from __future__ import annotations
@@ -48,13 +53,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import fleet_history, fleet_pods, fleet_size, pgstat  # noqa: E402
 from bench.pgbouncer import PgBouncer  # noqa: E402
 from storage import Store, StoreConfig, migrate  # noqa: E402
+from storage.engine import Database  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "fleet.json"
 SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DAY = 86400
 TIERS = ("windows", "minutes", "hours", "days")
-# the second: schemas before 0005; the last three: 0006 on
-TIER_TABLES = {*TIERS, *(f"{t[:-1]}_positions" for t in TIERS), "window_blocks", "minute_blocks", "ten_minutes"}
+# the second: schemas before 0005; then 0006 on, and ten_minute_blocks 0007 on
+TIER_TABLES = {*TIERS, *(f"{t[:-1]}_positions" for t in TIERS), "window_blocks", "minute_blocks", "ten_minutes",
+               "ten_minute_blocks"}
 console = Console(stderr=True)
 
 
@@ -66,11 +73,13 @@ class Schema:
     """A fresh schema on the server for one run, dropped afterwards; ``database=True``: a fresh database
     instead (a pooler such as PgBouncer passes no search_path, so the run gets a database of its own)."""
 
-    def __init__(self, server: str, keep: bool = False, database: bool = False):
-        self.name, self.keep, self.database = f"fleet_{uuid.uuid4().hex[:8]}", keep, database
+    def __init__(self, server: str, keep: bool = False, database: bool = False, existing: str | None = None):
+        """``existing``: a schema kept by an earlier run, used again (and kept)."""
+        self.name, self.keep, self.database = existing or f"fleet_{uuid.uuid4().hex[:8]}", keep or bool(existing), database
         self.admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
-        with self.admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE {"DATABASE" if database else "SCHEMA"} "{self.name}"')
+        if not existing:
+            with self.admin.connect() as conn:
+                conn.exec_driver_sql(f'CREATE {"DATABASE" if database else "SCHEMA"} "{self.name}"')
         base = sa.engine.make_url(server)
         self.url = (base.set(database=self.name).render_as_string(hide_password=False) if database
                     else f"{server}?options=-csearch_path%3D{self.name}")
@@ -148,6 +157,8 @@ def main() -> None:
     parser.add_argument("--domains", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--keep-history", action="store_true", help="keep the history's schema (to explain)")
+    parser.add_argument("--history-schema", help="a schema --keep-history kept: migrate it to this code's schema "
+                                                 "(timed), then time the queries and jobs again; no load")
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL (a schema is created and dropped)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -164,7 +175,18 @@ def main() -> None:
         with Schema(args.server) as schema:
             Store.open(schema.url, StoreConfig()).close()
             results["size"] = fleet_size.run(schema.url, schema.engine, args.size_pods, args.size_hours, say)
-    if args.history_pods:
+    if args.history_schema:
+        with Schema(args.server, existing=args.history_schema) as schema:
+            say(f"history: {args.history_schema} again, migrated to {migrate.head_revision()} ...")
+            db = Database.open(schema.url)
+            t0 = time.perf_counter()
+            before, after = migrate.upgrade(db)
+            migrated = dict(before=before, after=after, seconds=time.perf_counter() - t0)
+            db.dispose()
+            results["history"] = fleet_history.rerun(schema.url, schema.engine, args.days, args.repeats, say)
+            results["history"]["migrated"] = migrated
+            results["history"]["sizes"] = pgstat.table_sizes(schema.engine)
+    elif args.history_pods:
         with Schema(args.server, keep=args.keep_history) as schema:
             Store.open(schema.url, StoreConfig()).close()
             results["history"] = fleet_history.run(schema.url, schema.engine, args.history_pods, args.domains,
@@ -217,17 +239,21 @@ def print_tables(results: dict) -> None:
     table = Table(title="fleet query side (30 days of history)")
     for col in ("measure", "value", "goal", "ok"):
         table.add_column(col, justify="left" if col == "measure" else "right")
-    load = h["load"]
-    table.add_row(f"bulk load ({sum(load['rows'].values()):,} rows)", f"{load['load_seconds']:.0f} s", "", "")
+    load = h.get("load", {})
+    if load:
+        table.add_row(f"bulk load ({sum(load['rows'].values()):,} rows)", f"{load['load_seconds']:.0f} s", "", "")
+    if "migrated" in h:
+        m = h["migrated"]
+        table.add_row(f"migrate {m['before']} -> {m['after']}", f"{m['seconds']:.2f} s", "", "")
     for q, m in h["queries"].items():
         table.add_row(f"{q} ({m['rows']} rows; {', '.join(m['tiers'])})",
                       f"{m['median_ms']:.0f} ms (first {m['first_ms']:.0f}, max {m['max_ms']:.0f})", "<= 500 ms",
                       _ok(m["max_ms"] <= 500))
-    for job, m in h["jobs"].items():
+    for job, m in h.get("jobs", {}).items():
         what = m.get("rebuilt") or m.get("deleted")
         goal = "<= 0.5 s" if job == "prune" else ""
         table.add_row(f"{job} {what}", f"{m['seconds']:.2f} s", goal, _ok(m["seconds"] <= 0.5) if goal else "")
-    for tier, m in load.get("packed", {}).items():
+    for tier, m in {**load.get("packed", {}), **h.get("packed", {})}.items():
         table.add_row(f"pack {m['rows']:,} {tier} rows into {m['blocks']:,} blocks", f"{m['seconds']:.1f} s", "", "")
     for t, b in h.get("bytes_per_pod_day", {}).items():
         table.add_row(f"{t}: bytes per pod-day", f"{b / 1e6:.3f} MB", "", "")

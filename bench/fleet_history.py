@@ -21,7 +21,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from storage import StatsQuery, Store, StoreConfig, pack, schema
-from storage.tiers import tiers
+from storage.tiers import Tier, tiers
 
 DAY, HOUR = 86400, 3600
 
@@ -120,20 +120,24 @@ def _pack_slices(engine: sa.Engine, d: int, say: Callable[[str], None]) -> dict:
     them (the hour each is in), so retention drops their day partition. Timed: the pack's cost at scale."""
     keep = StoreConfig()
     window, minute = tiers(keep)[:2]
-    out = {}
-    for tier, cut in ((window, d - keep.retain_windows), (minute, d - keep.retain_minutes)):
-        hour = cut - HOUR
-        t0 = time.perf_counter()
+    return {tier.name: pack_hour(engine, tier, cut - HOUR, cut, say)
+            for tier, cut in ((window, d - keep.retain_windows), (minute, d - keep.retain_minutes))}
+
+
+def pack_hour(engine: sa.Engine, tier: Tier, hour: int, end: int, say: Callable[[str], None]) -> dict:
+    """Pack the tier's rows of ``hour`` (up to ``end``) as the pack job does, a range of series at a time;
+    rows, blocks and seconds."""
+    t0 = time.perf_counter()
+    with engine.begin() as conn:
+        rows = conn.execute(sa.select(sa.func.count()).select_from(tier.table).where(
+            tier.table.c.bucket_start >= hour, tier.table.c.bucket_start < end)).scalar()
+        ranges = pack.series_ranges(conn)
+    blocks = 0
+    for first, last in ranges:
         with engine.begin() as conn:
-            rows = conn.execute(sa.select(sa.func.count()).select_from(tier.table).where(
-                tier.table.c.bucket_start >= hour, tier.table.c.bucket_start < cut)).scalar()
-            ranges = pack.series_ranges(conn)
-        blocks = 0
-        for first, end in ranges:
-            with engine.begin() as conn:
-                blocks += pack.pack_series(conn, tier, hour, first, end)
-        out[tier.name] = dict(rows=rows, blocks=blocks, seconds=time.perf_counter() - t0)
-        say(f"  packed {rows:,} {tier.name} rows into {blocks:,} blocks in {out[tier.name]['seconds']:.0f} s")
+            blocks += pack.pack_series(conn, tier, hour, first, last)
+    out = dict(rows=rows, blocks=blocks, seconds=time.perf_counter() - t0)
+    say(f"  packed {rows:,} {tier.name} rows into {blocks:,} blocks in {out['seconds']:.0f} s")
     return out
 
 
@@ -202,12 +206,37 @@ def run(url: str, engine: sa.Engine, pods: int, domains: int, days: int, repeats
     d = (int(time.time()) // DAY) * DAY
     say(f"history: {days} days x {pods} pods x {domains} domains ...")
     loaded = load(engine, pods, domains, days, d, say)
-    now = d + 3570  # 59.5 min into the day: the current hour still in minutes (the slowest edge)
+    queries = time_queries(url, d, days, repeats, say)
+    say("  rollup and retention ...")
+    jobs = time_jobs(url, engine, d)
+    return dict(day_boundary=d, query_now=d + NOW, load=loaded, queries=queries, jobs=jobs)
+
+
+def rerun(url: str, engine: sa.Engine, days: int, repeats: int, say: Callable[[str], None]) -> dict:
+    """The queries again on a history an earlier ``run`` loaded: its tier state and marks put back as the
+    load left them, then the jobs (where that run timed them, its retention had dropped the cut-off
+    partitions already: nothing to drop). Then, where the schema packs ten-minute rows (0007 on), the pack of
+    their ended hour before D (what the pack job does to each hour of ten-minute rows an older schema left)."""
+    with engine.connect() as conn:
+        d = conn.execute(sa.text("SELECT available_from FROM tier_state WHERE tier = 'hour'")).scalar() + days * DAY
+    tables = _tables(engine)
+    _state(engine, d, days, "days" in tables, "window_blocks" in tables)
+    out = dict(day_boundary=d, query_now=d + NOW, queries=time_queries(url, d, days, repeats, say))
+    say("  rollup and retention ...")
+    out["jobs"] = time_jobs(url, engine, d)
+    if "ten_minute_blocks" in tables:
+        out["packed"] = {"ten_minute": pack_hour(engine, tiers(StoreConfig())[2], d - HOUR, d, say)}
+    return out
+
+
+NOW = 3570  # 59.5 min into the day: the current hour still in minutes (the slowest edge)
+
+
+def time_queries(url: str, d: int, days: int, repeats: int, say: Callable[[str], None]) -> dict:
+    now = d + NOW
     queries = {}
     for name, by in ((f"stats --since {days}d (fleet, by domain)", ("domain",)),
                      (f"stats --since {days}d --by pod", ("pod",))):
         say(f"  {name} ...")
         queries[name] = time_stats(url, now, StatsQuery(since=now - days * DAY, by=by), repeats)
-    say("  rollup and retention ...")
-    jobs = time_jobs(url, engine, d)
-    return dict(day_boundary=d, query_now=now, load=loaded, queries=queries, jobs=jobs)
+    return queries

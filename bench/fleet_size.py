@@ -65,15 +65,16 @@ def run(url: str, engine: sa.Engine, pods: int, hours: int, say: Callable[[str],
     end = start + hours * HOUR
     for store in stores:
         store.flush(end)
-    sizes_raw = pgstat.table_sizes(engine)
     t1 = time.perf_counter()
     rolled = stores[0].rollup(end + 600)
     rollup_seconds = time.perf_counter() - t1
-    to_pack = sum(pgstat.row_counts(engine, ["windows", "minutes"]).values())  # not part of the pack's time
+    sizes_raw = pgstat.table_sizes(engine)  # after the rollup: minutes and ten minutes exist from it
+    fine = ["windows", "minutes", "ten_minutes"]
+    to_pack = sum(pgstat.row_counts(engine, fine).values())  # not part of the pack's time
     t2 = time.perf_counter()
     packed = stores[0].pack(end + 600)
     t3 = time.perf_counter()
-    tiers = ["windows", "minutes", "ten_minutes", "hours", "window_blocks", "minute_blocks"]
+    tiers = [*fine, "hours", "window_blocks", "minute_blocks", "ten_minute_blocks"]
     counts = pgstat.row_counts(engine, tiers)
     pgstat.vacuum_full(engine, tiers)
     live = pgstat.table_sizes(engine)
@@ -82,5 +83,5 @@ def run(url: str, engine: sa.Engine, pods: int, hours: int, say: Callable[[str],
     return dict(pods=pods, hours=hours, rows=counts, rolled=rolled, packed=packed,
                 rollup_seconds=rollup_seconds, pack_seconds=t3 - t2,
                 rows_packed=to_pack, rows_packed_per_s=to_pack / (t3 - t2),
-                bytes_before_pack_per_pod_day={t: sizes_raw.get(t, 0) / pod_days for t in ("windows", "minutes")},
+                bytes_before_pack_per_pod_day={t: sizes_raw.get(t, 0) / pod_days for t in fine},
                 bytes_per_pod_day_live={t: live.get(t, 0) / pod_days for t in tiers})

@@ -3,7 +3,10 @@
 A tier row costs ~180 bytes on PostgreSQL (tuple header, key, 8-byte sums, index entry) for what is mostly
 a handful of small numbers that barely change from one 10-second bucket to the next. A block holds the
 buckets present (idle buckets are absent: sparse) column by column, each column as differences from the
-previous bucket, zigzagged, in the narrowest integer width that holds them, then zlib. Counts are exact.
+previous bucket, zigzagged, in the narrowest integer width that holds them, its bytes shuffled (all the
+values' low bytes, then the next ones: the noisy low bytes no longer interleave with the near-constant high
+bytes, 10-20% smaller), then deflated (format 2; format 1, unshuffled in a zlib stream, is still read).
+Counts are exact.
 Sums of seconds and of expected acceptance are kept in units of 1e-7 (``SCALE``): a bucket's sum is off by
 at most 50 ns, below the jitter of any timer that measured it (a step's time per step read from a single
 2 ms step is off by 2.5e-5 of itself at worst, from a busy minute by far less). NULL per-position counts (above the
@@ -22,7 +25,7 @@ import numpy as np
 
 from storage import schema
 
-FORMAT = 1
+FORMAT = 2  # the first byte of a block; a format 1 block is a zlib stream, whose first byte is 0x78
 SCALE = 10_000_000  # tenths of a microsecond (and ten-millionths of an expected-acceptance sum)
 VALUE_COLUMNS = schema.VALUE_COLUMNS
 LIMIT = 2**61  # differences of values below it fit the zigzagged 64 bits
@@ -54,15 +57,16 @@ def encode(buckets: Mapping[int, BucketValues], seconds: int) -> bytes:
     parts = [_HEADER.pack(FORMAT, len(rows), positions, seconds)]
     for column in zigzag.T:
         parts.append(_packed(column))
-    return zlib.compress(b"".join(parts), 6)
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -15)  # raw: the format byte is the header
+    return bytes([FORMAT]) + deflate.compress(b"".join(parts)) + deflate.flush()
 
 
 def decode(data: bytes) -> tuple[int, dict[int, tuple[int | float | None, ...]]]:
     """bytes from ``encode`` -> (seconds per bucket, ``{bucket index: values}``): VALUE_COLUMNS order,
     per-position NULLs as None, sums as floats."""
-    raw = zlib.decompress(data)
+    raw = zlib.decompress(data[1:], -15) if data[:1] == bytes([FORMAT]) else zlib.decompress(data)
     fmt, n, positions, seconds = _HEADER.unpack_from(raw)
-    if fmt != FORMAT:
+    if fmt not in (1, FORMAT):
         raise ValueError(f"unknown block format {fmt}")
     at, columns = _HEADER.size, []
     for _ in range(1 + _N_FIXED + positions):
@@ -72,7 +76,11 @@ def decode(data: bytes) -> tuple[int, dict[int, tuple[int | float | None, ...]]]
             columns.append(np.zeros(n, dtype=np.uint64))
             continue
         dtype = dict(_WIDTHS)[width]
-        columns.append(np.frombuffer(raw, dtype=dtype, count=n, offset=at).astype(np.uint64))
+        if fmt == 1:
+            column = np.frombuffer(raw, dtype=dtype, count=n, offset=at)
+        else:
+            column = np.frombuffer(raw, dtype=np.uint8, count=n * width, offset=at).reshape(width, n).T.copy().view(dtype)
+        columns.append(column.reshape(n).astype(np.uint64))
         at += width * n
     zigzag = np.stack(columns, axis=1)
     deltas = (zigzag >> np.uint64(1)).astype(np.int64) ^ -(zigzag & np.uint64(1)).astype(np.int64)
@@ -119,11 +127,12 @@ def _from_residuals(m: np.ndarray) -> None:
 
 
 def _packed(column: np.ndarray) -> bytes:
-    """One column: a width byte, then the values in that many bytes each (none when all are zero)."""
+    """One column: a width byte, then the values in that many bytes each (none when all are zero), the
+    values' first bytes first."""
     top = int(column.max()) if len(column) else 0
     for width, dtype in _WIDTHS:
         if width == 0 and top == 0:
             return b"\x00"
         if dtype is not None and top < 1 << (8 * width):
-            return bytes([width]) + column.astype(dtype).tobytes()
+            return bytes([width]) + column.astype(dtype).view(np.uint8).reshape(-1, width).T.tobytes()
     raise AssertionError("unreachable: uint64 holds every zigzagged int64")

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from storage import ratios, schema
 from storage.errors import StoreError
-from storage.planner import Plan, Segment, TierView, plan
+from storage.planner import Plan, TierView, plan
 from storage.ratios import Totals
 from storage.sql import bucket, floor_to
 from storage.state import load_state
@@ -82,18 +82,33 @@ def stats(conn: sa.Connection, query: StatsQuery, chain: tuple[Tier, ...], now: 
     the_plan = plan(since, until, views)
     positions = "position" in query.by
     groups: dict[tuple, list] = {}
-    for segment in the_plan.segments:
-        tier = tiers[segment.tier]
+    in_sql = []
+    for name, lo, hi, sign in _reads(the_plan):
+        tier = tiers[name]
         packed = state[tier.name].packed_until if tier.blocks is not None else 0
-        if segment.start < packed:  # hours in blocks: summed in Python (storage/tierread.py)
-            for row in _packed(conn, tier, segment.start, min(segment.end, packed), query, positions):
-                _accumulate(groups, row, query.by, positions)
-        if max(segment.start, packed) < segment.end:
-            part = Segment(segment.tier, max(segment.start, packed), segment.end)
-            for row in conn.execute(_select(tier, part, query, positions)):
-                _accumulate(groups, row, query.by, positions)
+        if lo < packed:  # hours in blocks: summed in Python (storage/tierread.py)
+            for row in _packed(conn, tier, lo, min(hi, packed), query, positions):
+                _accumulate(groups, row, query.by, positions, sign)
+        if max(lo, packed) < hi:
+            in_sql.append(_part(tier, max(lo, packed), hi, query, sign))
+    if in_sql:
+        for row in conn.execute(_select(in_sql, query, positions)):
+            _accumulate(groups, row, query.by, positions)
+    if any(s.whole for s in the_plan.segments):  # a group only in a complement's subtracted part: none
+        groups = {k: v for k, v in groups.items() if (v[0] or v[1] if positions else (v[0] + v[1]).steps)}
     rows = _position_rows(groups, query.by) if positions else _rows(groups, query.by)
     return StatsResult(query.by, rows, the_plan)
+
+
+def _reads(the_plan: Plan) -> list[tuple[str, int, int, int]]:
+    """The plan's reads (storage/planner.py), adjacent ones of a tier and sign as one (one scan)."""
+    out: list[tuple[str, int, int, int]] = []
+    for name, lo, hi, sign in sorted((r for s in the_plan.segments for r in s.reads()), key=lambda r: (r[0], r[3], r[1])):
+        if out and out[-1][0] == name and out[-1][3] == sign and out[-1][2] == lo:
+            out[-1] = (name, out[-1][1], hi, sign)
+        else:
+            out.append((name, lo, hi, sign))
+    return out
 
 
 def stored_until(conn: sa.Connection, chain: tuple[Tier, ...], now: float) -> int:
@@ -114,36 +129,44 @@ def last_window_of(conn: sa.Connection, pod: str, since: int) -> int | None:
 def _views(conn, usable: list[Tier], state, since: int, until: int) -> list[TierView]:
     d = schema.dirty.c
     marks: dict[str, set[int]] = {}
+    # From the start of the coarsest bucket holding `since`: a complement reads all of that bucket.
     for tier, start in conn.execute(sa.select(d.tier, d.bucket_start).where(
-            d.bucket_start >= since - 3600, d.bucket_start < until)):
+            d.bucket_start >= since - max(t.seconds for t in usable), d.bucket_start < until)):
         marks.setdefault(tier, set()).add(start)
     # A bucket is behind when it or any finer bucket inside it was written since the last rollup.
     views = []
     for t in usable:
         behind = {floor_to(m, t.seconds) for s in usable if s.seconds <= t.seconds
                   for m in marks.get(s.name, ())}
-        views.append(TierView(t.name, t.seconds, state[t.name].available_from, frozenset(behind)))
+        views.append(TierView(t.name, t.seconds, state[t.name].available_from, frozenset(behind),
+                              state[t.name].rolled_until))
     return views
 
 
-def _select(tier: Tier, segment: Segment, query: StatsQuery, positions: bool) -> sa.Select:
-    src = tier.table
+def _part(tier: Tier, lo: int, hi: int, query: StatsQuery, sign: int) -> sa.Select:
+    """The rows of [lo, hi) of a tier's table: series id, the time bucket grouped by (if any), the values
+    (negated for a complement's subtracted part)."""
+    src = tier.table.c
+    grain = next((TIME_DIMS[d] for d in query.by if d in TIME_DIMS), None)
+    when = [bucket(src.bucket_start, grain).label("t")] if grain else []
+    values = [(src[c] if sign > 0 else -src[c]).label(c) for c in _measured(query)]
+    return sa.select(src.series_id, *when, *values).where(src.bucket_start >= lo, src.bucket_start < hi)
+
+
+def _measured(query: StatsQuery) -> tuple[str, ...]:
+    return schema.AT_LEAST if "position" in query.by else TOTALS
+
+
+def _select(parts: list[sa.Select], query: StatsQuery, positions: bool) -> sa.Select:
+    """One statement for every part read in SQL: their rows together, joined with their series once,
+    summed by the groups asked for."""
+    rows = (parts[0] if len(parts) == 1 else sa.union_all(*parts)).subquery("parts")
     s = schema.series.c
-    dims = []
-    for d in query.by:
-        if d in SERIES_DIMS:
-            dims.append(s[d])
-        elif d in TIME_DIMS:
-            dims.append(bucket(src.c.bucket_start, TIME_DIMS[d]))
-    if positions:  # each row's counts cover positions 1..K of its K: group by K too
-        dims.append(s.lookahead)
-        measures = [sa.func.sum(src.c[c]) for c in schema.AT_LEAST]
-    else:
-        dims.append(sa.case((s.lookahead > 0, 1), else_=0))
-        measures = [sa.func.sum(src.c[c]) for c in TOTALS]
-    stmt = (sa.select(*dims, *measures)
-            .select_from(src.join(schema.series, s.id == src.c.series_id))
-            .where(src.c.bucket_start >= segment.start, src.c.bucket_start < segment.end)
+    dims = [s[d] if d in SERIES_DIMS else rows.c.t for d in query.by if d != "position"]
+    # Each row's counts cover positions 1..K of its K (group by K too); else speculative or plain.
+    dims.append(s.lookahead if positions else sa.case((s.lookahead > 0, 1), else_=0))
+    stmt = (sa.select(*dims, *(sa.func.sum(rows.c[c]) for c in _measured(query)))
+            .select_from(rows.join(schema.series, s.id == rows.c.series_id))
             .group_by(*dims))
     if query.domain is not None:
         stmt = stmt.where(s.domain == query.domain)
@@ -156,11 +179,14 @@ def _packed(conn, tier: Tier, lo: int, hi: int, query: StatsQuery, positions: bo
         dims = [getattr(series, d) if d in SERIES_DIMS else floor_to(start, TIME_DIMS[d])
                 for d in query.by if d != "position"]
         return (*dims, series.lookahead if positions else int(series.lookahead > 0))
-    return grouped(conn, tier, lo, hi, key_of, schema.AT_LEAST if positions else TOTALS, query.domain)
+    return grouped(conn, tier, lo, hi, key_of, _measured(query), query.domain)
 
 
-def _accumulate(groups: dict[tuple, list], row, by: tuple[str, ...], positions: bool) -> None:
+def _accumulate(groups: dict[tuple, list], row, by: tuple[str, ...], positions: bool, sign: int = 1) -> None:
     n_dims = len(by)
+    if sign < 0:  # a complement's subtracted part, summed in Python: its measures negated
+        at = n_dims if positions else n_dims + 1
+        row = (*row[:at], *(None if v is None else -v for v in row[at:]))
     if positions:  # "position" is not a column: the row's K stands after the other dimensions instead
         at = by.index("position")
         key = [v if isinstance(v, str) else int(v) for v in row[:n_dims - 1]]

@@ -4,7 +4,9 @@ A row let go of ``unwritten`` (storage/deadletter.py) holds the whole running to
 at that moment; the database may hold an earlier, partial total of the same window (an earlier flush wrote
 it), or the same one (a flush the database held completed after all). So a row is written where the
 database holds none or fewer steps, and skipped where it holds as many or more: replaying a file twice
-stores nothing twice. Rows the database refused are left out (it would refuse them again) and counted.
+stores nothing twice. Where the window's hour is packed, the database's total is its block's bucket (or a
+late row beside it, which wins): a replayed row replaces it only when it holds more steps, as anywhere else.
+Rows the database refused are left out (it would refuse them again) and counted.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import sqlalchemy as sa
-
 from storage import schema
 from storage.counts import WindowCounts
 from storage.deadletter import UNWRITTEN
 from storage.engine import Database
+from storage.tierread import merged_rows
+from storage.tiers import Tier
 from storage.writer import SERIES_COLUMNS, WindowEntry, resolve_series, write_windows
 
 COUNTS = ("steps", "emitted", "draft_seconds", "verify_seconds", "expected_sum", "expected_n", "drafted",
@@ -50,13 +52,14 @@ def replay(db: Database, entries: list[WindowEntry], window_seconds: int) -> tup
     """Write the entries the database holds fewer steps of; (written, skipped). One transaction."""
     if not entries:
         return 0, 0
-    w = schema.windows.c
+    windows = Tier("window", window_seconds, 0, schema.windows, schema.window_blocks)
     with db.write() as conn:
         ids = resolve_series(conn, {key for _, key, _ in entries}, {})
         held: dict[tuple[int, int], int] = {}
         for start, series_id in {(start, ids[key]) for start, key, _ in entries}:
-            steps = conn.execute(sa.select(w.steps).where(w.bucket_start == start, w.series_id == series_id)).scalar()
-            held[(start, series_id)] = -1 if steps is None else int(steps)
+            stored = merged_rows(conn, windows, start, start + window_seconds, (series_id, series_id + 1))
+            values = stored.get((start, series_id))
+            held[(start, series_id)] = -1 if values is None else int(values[0])  # steps
         todo: dict[tuple[int, int], WindowEntry] = {}
         for entry in entries:  # the largest total of a window, when a file holds it twice
             start, key, counts = entry

@@ -66,8 +66,8 @@ ten_minutes = _tier("ten_minutes")
 hours = _tier("hours")
 days = _tier("days")
 
-# Blocks (storage/blocks.py): a fine tier's buckets of one series and hour in one compact value, once the
-# hour is over and rolled up (storage/pack.py). The tier's own table keeps the hours not yet packed, and
+# Blocks (storage/blocks.py): a fine tier's (windows, minutes, ten minutes) buckets of one series and hour
+# in one compact value, once the hour is over and rolled up (storage/pack.py). The tier's own table keeps the hours not yet packed, and
 # any late row for a packed hour, which wins over the block's bucket until the next pack merges it in. On
 # PostgreSQL the blocks are partitioned by UTC day, so retention drops a day instead of deleting rows.
 BLOCK_SECONDS = 3600
@@ -86,6 +86,7 @@ def _blocks(name: str) -> sa.Table:
 
 window_blocks = _blocks("window_blocks")
 minute_blocks = _blocks("minute_blocks")
+ten_minute_blocks = _blocks("ten_minute_blocks")  # six buckets a block: a row each had cost 1.4 MB a pod-day
 
 # Buckets of a tier whose rows are older than the tier below (written since the last rollup).
 # ``changes`` counts writes, so a rollup clears only the marks nobody touched while it ran. A writer

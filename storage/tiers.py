@@ -2,7 +2,8 @@
 
 Ten-minute buckets are kept as long as minutes (``retain_minutes``). They are there for the queries: at the
 end of an hour, a range that reaches the present read up to 59 minutes of minute rows for every series
-(1.3 million rows at 1000 pods), and now reads at most five ten-minute rows and nine minute rows each."""
+(1.3 million rows at 1000 pods), and now reads at most five ten-minute rows and nine minute rows each. Their
+ended hours are packed into blocks like those of the finer tiers (schema 0007)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class Tier:
 def tiers(config: StoreConfig) -> tuple[Tier, ...]:
     return (Tier("window", config.window_seconds, config.retain_windows, schema.windows, schema.window_blocks),
             Tier("minute", 60, config.retain_minutes, schema.minutes, schema.minute_blocks),
-            Tier("ten_minute", 600, config.retain_minutes, schema.ten_minutes),
+            Tier("ten_minute", 600, config.retain_minutes, schema.ten_minutes, schema.ten_minute_blocks),
             Tier("hour", 3600, config.retain_hours, schema.hours),
             Tier("day", 86400, config.retain_days, schema.days))
 

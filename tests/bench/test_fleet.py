@@ -44,7 +44,7 @@ def test_tiny_fleet_run_writes_its_figures(server, tmp_path):
     growth = write["bytes_per_pod_day"]  # every tier table, and only those: series are a cost per pod
     # (block tables appear once a partition of theirs exists: hours are packed once over, not in 3 seconds)
     assert {"windows", "minutes", "ten_minutes", "hours", "days"} <= set(growth) <= {
-        "windows", "minutes", "ten_minutes", "hours", "days", "window_blocks", "minute_blocks"}
+        "windows", "minutes", "ten_minutes", "hours", "days", "window_blocks", "minute_blocks", "ten_minute_blocks"}
     assert growth["windows"] > 0 and "series" in write["bytes_per_pod_fixed"]
     live = write["bytes_per_pod_day_live"]  # the same tables rewritten without dead row versions
     assert set(live) == set(growth) and 0 < live["windows"] <= growth["windows"]
@@ -63,6 +63,6 @@ def test_tiny_fleet_run_writes_its_figures(server, tmp_path):
     if PGBOUNCER:  # 3 pods, each with its own connection, through 2 server connections
         assert write["pooler"]["client_connections"] == 3 and 1 <= write["pooler"]["server_connections_max"] <= 2
     size = results["size"]  # 2 pods' hour, packed: blocks and hours left, no rows waiting in the fine tiers
-    assert size["rows"]["windows"] == 0 and size["rows"]["minutes"] == 0
-    assert size["rows"]["window_blocks"] == size["rows"]["minute_blocks"] == 2 * 40
+    assert size["rows"]["windows"] == size["rows"]["minutes"] == size["rows"]["ten_minutes"] == 0
+    assert size["rows"]["window_blocks"] == size["rows"]["minute_blocks"] == size["rows"]["ten_minute_blocks"] == 2 * 40
     assert 0 < size["bytes_per_pod_day_live"]["window_blocks"] < size["bytes_before_pack_per_pod_day"]["windows"]

@@ -1,7 +1,9 @@
 """The block encoding (storage/blocks.py): exact counts, sums to 1e-7, NULLs and gaps kept."""
 
 import random
+import zlib
 
+import numpy as np
 import pytest
 
 from storage import blocks, schema
@@ -54,12 +56,33 @@ def test_bad_blocks_are_refused(buckets, message):
         blocks.encode(buckets, 10)
 
 
+def _payload(block: bytes) -> bytes:
+    return zlib.decompress(block[1:], -15)
+
+
 def test_an_unknown_format_is_refused():
-    import zlib
-    data = bytearray(zlib.decompress(blocks.encode({0: (1,) * 8}, 10)))
+    data = bytearray(_payload(blocks.encode({0: (1,) * 8}, 10)))
     data[0] = 99
     with pytest.raises(ValueError, match="format 99"):
         blocks.decode(zlib.compress(bytes(data)))
+
+
+def test_format_1_blocks_are_still_read():
+    # Format 1 (schema 0006): the same columns unshuffled, in a zlib stream. Blocks of 0006 stay as written.
+    rng = random.Random(5)
+    buckets = {i: bucket(rng, 4) for i in range(0, 360, 3)}
+    payload = _payload(blocks.encode(buckets, 10))
+    header = blocks._HEADER.size
+    n, positions = blocks._HEADER.unpack_from(payload)[1:3]
+    old, at = bytearray(payload[:header]), header
+    old[0] = 1
+    for _ in range(1 + blocks._N_FIXED + positions):
+        width = payload[at]
+        old.append(width)
+        plane = np.frombuffer(payload, dtype=np.uint8, count=n * width, offset=at + 1)
+        old += plane.reshape(width, n).T.tobytes()  # back to each value's bytes together
+        at += 1 + n * width
+    assert blocks.decode(zlib.compress(bytes(old))) == blocks.decode(blocks.encode(buckets, 10))
 
 
 def test_values_the_encoding_cannot_hold_are_refused():

@@ -142,7 +142,7 @@ def test_packed_hours_come_back_as_rows_on_downgrade(db, db_url, clock):
     by = ("domain", "lookahead", "pod", "minute")
     before = [store.stats(StatsQuery(by=b, since=T0, until=T0 + 7200, tier=t)).rows
               for b, t in ((by, "window"), (by, "minute"), (("domain", "position"), "window"))]
-    assert store.pack(T0 + 3 * 3600) == {"window": 72, "minute": 72}
+    assert store.pack(T0 + 3 * 3600) == {"window": 72, "minute": 72, "ten_minute": 72}
     store.close(flush=False)
     with db.read() as conn:
         held = {t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar()
@@ -159,6 +159,11 @@ def test_packed_hours_come_back_as_rows_on_downgrade(db, db_url, clock):
     after = [store.stats(StatsQuery(by=b, since=T0, until=T0 + 7200, tier=t)).rows
              for b, t in ((by, "window"), (by, "minute"), (("domain", "position"), "window"))]
     store.close(flush=False)
+    _same_answers(before, after)
+
+
+def _same_answers(before, after):
+    """Counts equal; sums of seconds to the blocks' 1e-7 s (storage/blocks.py)."""
     for old, new in zip(before, after):
         assert len(old) == len(new) > 0
         for x, y in zip(old, new):
@@ -167,3 +172,29 @@ def test_packed_hours_come_back_as_rows_on_downgrade(db, db_url, clock):
             for k, v in x.items():
                 if isinstance(v, float):
                     assert v == pytest.approx(y[k], rel=1e-3, abs=1e-7), k
+
+
+def test_ten_minute_blocks_come_back_as_rows_on_downgrade(db, db_url, clock):
+    # Revision 0007 packs the ten-minute tier too; down to 0006 its blocks are rows again, answering the same.
+    from history import T0, random_steps
+
+    migrate.upgrade(db)
+    store = Store.open(db_url, StoreConfig(max_past_seconds=400 * 86400), clock=clock, backfill=True)
+    store.write_records(random_steps(500, T0, 7200, seed=5))
+    store.flush(T0 + 7200)
+    store.rollup(T0 + 3 * 3600)
+    queries = [StatsQuery(by=b, since=T0, until=T0 + 7200, tier="ten_minute")
+               for b in (("domain", "lookahead", "pod", "hour"), ("domain", "position"))]
+    before = [store.stats(q).rows for q in queries]
+    assert store.pack(T0 + 3 * 3600)["ten_minute"] == 72
+    store.close(flush=False)
+    migrate.downgrade(db, "0006")
+    with db.read() as conn:
+        assert "ten_minute_blocks" not in set(sa.inspect(conn).get_table_names())
+        assert conn.execute(sa.text("SELECT count(*) FROM ten_minutes")).scalar() > 72
+        assert conn.execute(sa.text("SELECT packed_until FROM tier_state WHERE tier = 'ten_minute'")).scalar() == 0
+    migrate.upgrade(db)
+    store = Store.open(db_url, StoreConfig(max_past_seconds=400 * 86400), clock=clock, backfill=True)
+    after = [store.stats(q).rows for q in queries]
+    store.close(flush=False)
+    _same_answers(before, after)

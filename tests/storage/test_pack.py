@@ -29,6 +29,7 @@ def count(store, table):
 
 QUERIES = [(("domain", "lookahead", "pod", "minute"), "window"), (("domain", "10s"), "window"),
            (("domain", "position"), "window"), (("pod", "minute"), "minute"), (("domain", "position"), "minute"),
+           (("domain", "hour"), "ten_minute"), (("pod", "position"), "ten_minute"),
            (("domain", "hour"), None), (("target_version", "5m"), None), (("domain",), None)]
 
 
@@ -39,18 +40,18 @@ def packed(store):
     store.rollup(T0 + 3 * H + 600)
     before = [rows(store, by, tier=tier) for by, tier in QUERIES]
     # 36 series (3 domains x K 0, 2, 4 x 2 pods x 2 targets) an hour; the last hour ended too recently
-    assert store.pack(T0 + 3 * H + 100) == {"window": 72, "minute": 72}
-    assert store.pack(T0 + 4 * H) == {"window": 36, "minute": 36}
+    assert store.pack(T0 + 3 * H + 100) == {"window": 72, "minute": 72, "ten_minute": 72}
+    assert store.pack(T0 + 4 * H) == {"window": 36, "minute": 36, "ten_minute": 36}
     return store, before
 
 
 def test_packed_hours_answer_as_rows_did(packed):
     store, before = packed
-    assert count(store, schema.windows) == 0 and count(store, schema.minutes) == 0
-    assert count(store, schema.window_blocks) == 108
+    assert count(store, schema.windows) == count(store, schema.minutes) == count(store, schema.ten_minutes) == 0
+    assert count(store, schema.window_blocks) == count(store, schema.ten_minute_blocks) == 108
     for (by, tier), expected in zip(QUERIES, before):
         same(rows(store, by, tier=tier), expected)
-    assert store.pack(T0 + 4 * H) == {"window": 0, "minute": 0}  # nothing left to pack
+    assert store.pack(T0 + 4 * H) == {"window": 0, "minute": 0, "ten_minute": 0}  # nothing left to pack
 
 
 def test_a_late_row_for_a_packed_hour_wins_and_is_rolled_up(packed, db_url, clock):
@@ -65,10 +66,13 @@ def test_a_late_row_for_a_packed_hour_wins_and_is_rolled_up(packed, db_url, cloc
     same(rows(store, ("domain", "pod", "minute"), tier="minute"), direct)
     same(rows(store, ("domain", "pod", "hour"), tier="hour"), rows(store, ("domain", "pod", "hour"), tier="window"))
     rebuilt = count(store, schema.minutes)  # every series' row of that minute, rebuilt beside its block
-    assert rebuilt > 1
-    assert store.pack(T0 + 4 * H) == {"window": 1, "minute": rebuilt}  # the late pod's window block, and those
-    assert count(store, schema.windows) == 0
+    tens = count(store, schema.ten_minutes)  # and of its ten minutes
+    assert rebuilt > 1 and tens >= rebuilt
+    # the late pod's window block, and those
+    assert store.pack(T0 + 4 * H) == {"window": 1, "minute": rebuilt, "ten_minute": tens}
+    assert count(store, schema.windows) == count(store, schema.ten_minutes) == 0
     same(rows(store, ("domain", "pod", "minute"), tier="window"), direct)
+    same(rows(store, ("domain", "pod", "hour"), tier="ten_minute"), rows(store, ("domain", "pod", "hour"), tier="window"))
 
 
 def test_a_rewritten_bucket_replaces_the_blocks_bucket(packed):

@@ -99,10 +99,13 @@ def test_tier_selection(history):
         return history.stats(StatsQuery(since=since, until=until, by=by)).plan.segments
 
     assert segments(T0, T0 + 3 * H) == (Segment("hour", T0, T0 + 3 * H),)
-    assert segments(T0 + 70, T0 + 2 * H) == (Segment("window", T0 + 70, T0 + 120),
-                                             Segment("minute", T0 + 120, T0 + 600),
-                                             Segment("ten_minute", T0 + 600, T0 + H),
+    # Edges mostly inside a bucket: that bucket less the finer buckets outside the range (a complement).
+    assert segments(T0 + 70, T0 + 2 * H) == (Segment("minute", T0 + 70, T0 + 120, (T0 + 60, T0 + 120), "window"),
+                                             Segment("ten_minute", T0 + 120, T0 + 600, (T0, T0 + 600), "minute"),
+                                             Segment("hour", T0 + 600, T0 + H, (T0, T0 + H), "ten_minute"),
                                              Segment("hour", T0 + H, T0 + 2 * H))
+    same(history.stats(StatsQuery(T0 + 70, T0 + 2 * H, ("domain", "lookahead"))).rows,
+         history.stats(StatsQuery(T0 + 70, T0 + 2 * H, ("domain", "lookahead"), tier="window")).rows)
     assert segments(T0, T0 + 3 * H, by=("minute",)) == (Segment("minute", T0, T0 + 3 * H),)
     assert segments(T0, T0 + 3 * H, by=("day", "domain")) == (Segment("hour", T0, T0 + 3 * H),)
     history.rollup(T0 + 86400)  # the day has ended: a month is read from days
@@ -118,3 +121,18 @@ def test_tier_selection(history):
                                         Segment("window", T0 + 3 * H, T0 + 3 * H + 60),
                                         Segment("minute", T0 + 3 * H + 60, T0 + 3 * H + 600),
                                         Segment("ten_minute", T0 + 3 * H + 600, T0 + 4 * H))
+
+
+@pytest.mark.parametrize("by", [("pod",), ("domain", "position"), ("domain", "lookahead", "minute"), ("day", "pod")])
+def test_a_complement_answers_as_the_finest_tier(history, db_url, clock, by):
+    # pod-x wrote only in the first minutes of the hour: the complement (the hour less them) cancels it out.
+    other = Store.open(db_url, StoreConfig(pod="pod-x", max_past_seconds=400 * 86400), clock=clock, backfill=True)
+    other.write_records([step("code", 4, 3, T0 + 30), step("code", 4, 1, T0 + 200)])
+    other.close()
+    history.rollup(T0 + 3 * H)
+    since, until = T0 + 600 + 30, T0 + 3 * H - 60
+    result = history.stats(StatsQuery(since, until, by))
+    assert any(s.whole for s in result.plan.segments) or "minute" in by
+    direct = history.stats(StatsQuery(since, until, by, tier="window")).rows
+    same(result.rows, direct)
+    assert "pod-x" not in {r.get("pod") for r in result.rows}

@@ -143,3 +143,30 @@ def test_replay_adds_the_unwritten_rows_back_once_and_leaves_refused_ones_out(db
     assert replay(store.db, entries, store.config.window_seconds) == (0, 2)  # twice: nothing stored twice
     assert totals(store) == {"code": 2, "chat": 1, "math": 1}
     store.db.dispose()
+
+
+
+def test_replay_into_a_packed_hour_keeps_the_blocks_fuller_total(db_url, clock, tmp_path):
+    """A spilled total older than what the database holds, replayed once that hour is packed: the block's
+    bucket holds more steps, so the row is skipped (it had replaced the bucket); a fuller one is written."""
+    from storage.replay import read, replay
+
+    path = tmp_path / "dead.jsonl"
+    config = StoreConfig(dead_letter=str(path), max_past_seconds=400 * 86400)
+    older = Store.open(db_url, config, clock=clock, backfill=True)  # its flush never came back: spilled
+    older.write_records([step(ts=T0), step("chat", ts=T0 + 20)])
+    assert older.spill("test") == 2  # code's window with 1 step, chat's with 1
+    older.db.dispose()
+    store = Store.open(db_url, config, clock=clock, backfill=True)
+    store.write_records([step(ts=T0), step(ts=T0 + 1), step(ts=T0 + 2)])
+    store.flush(T0 + 60)  # code's window: 3 steps in the database; chat's: none
+    store.rollup(T0 + 2 * 3600)
+    assert store.pack(T0 + 2 * 3600)["window"] == 1
+    entries, _ = read(path)
+    assert replay(store.db, entries, store.config.window_seconds) == (1, 1)  # chat's written, code's skipped
+    assert totals(store) == {"code": 3, "chat": 1}
+    store.rollup(T0 + 2 * 3600)
+    store.pack(T0 + 2 * 3600)
+    assert totals(store) == {"code": 3, "chat": 1}
+    assert replay(store.db, entries, store.config.window_seconds) == (0, 2)  # in the block now: still skipped
+    store.db.dispose()

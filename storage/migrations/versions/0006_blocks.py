@@ -18,8 +18,7 @@ Revises: 0005
 import sqlalchemy as sa
 from alembic import op
 
-from storage import blocks
-from storage.sql import insert_missing
+from storage.pack import unpack_all
 
 revision = "0006"
 down_revision = "0005"
@@ -76,17 +75,7 @@ def downgrade() -> None:
     op.drop_index("ix_ten_minutes_series_id_bucket_start", table_name="ten_minutes")
     op.drop_table("ten_minutes")
     for tier, name in TIERS:
-        # Rows still in the tier (late ones, or hours not packed yet) win over a block's bucket, as they do
-        # for a reader.
-        rows_table = sa.Table(tier, sa.MetaData(), autoload_with=conn)
-        stored = sa.table(name, sa.column("block_start"), sa.column("series_id"), sa.column("data"))
-        for block_start, series_id, data in conn.execute(sa.select(stored.c.block_start, stored.c.series_id,
-                                                                   stored.c.data)).all():
-            seconds, buckets = blocks.decode(data)
-            insert_missing(conn, rows_table, [
-                dict(bucket_start=block_start + i * seconds, series_id=series_id,
-                     **dict(zip(blocks.VALUE_COLUMNS, values))) for i, values in buckets.items()],
-                ["bucket_start", "series_id"])
+        unpack_all(conn, tier, name)
         op.drop_table(name)
     op.drop_index("ix_windows_series_id_bucket_start", "windows")
     with op.batch_alter_table("tier_state") as batch:
