@@ -63,7 +63,7 @@ class Outcome(_OutcomeFields):
     counted as verify time as storage keeps it, so draft + verify = seconds), ``drafted`` the drafted tokens
     (default lookahead * steps), ``prompt_seconds`` the time the engine spent on the request's prompt before
     its steps (0 when unknown; not step time), ``load`` the load the request met (requests in flight on its
-pool, itself included, or its batch; 0 when unknown: policies/loads.py). Rewards are goodput, emitted / seconds, one observation per outcome
+pool, itself included, or its batch; 0 when unknown: specwatch_core/loads.py). Rewards are goodput, emitted / seconds, one observation per outcome
     whatever its size. An aggregate (``aggregate``) has no per-position fields. A named tuple: immutable
     like a frozen dataclass, and several times cheaper to build on the hot path."""
 

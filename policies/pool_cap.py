@@ -25,7 +25,7 @@ a try costs a request its extra step time, and the share of the domain's speed t
 each request also evaluates a long prompt.
 
 **Load.** A pool's cost per step depends on the load its requests meet (requests in flight on it,
-policies/loads.py): under batching a step verifies every sequence's drafts in one pass, and a pass of 8 x 25
+specwatch_core/loads.py): under batching a step verifies every sequence's drafts in one pass, and a pass of 8 x 25
 tokens is compute-bound where 1 x 25 is not (SmolLM2-135M F16 on 2 cores: ngram k24 1.26x off alone, 0.96x
 at 8 in flight). So the cost lines are kept per (pool, load band); the domain's accepted and drafted tokens
 per step are not (acceptance is the domain's and the pool's, whatever the load). ``choose_at`` scores each
@@ -43,7 +43,7 @@ from policies.arms import arm_of, restricted
 from policies.base import ArmStats, Decision, Outcome, Policy
 from policies.estimates import DecayingSums
 from policies.goodput import capped_goodput
-from policies.loads import band
+from specwatch_core.loads import band
 from policies.pool_cost import PoolCosts
 from policies.pool_rates import RateTable
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from storage import ratios, schema
+from storage import loads, ratios, schema
 from storage.errors import StoreError
-from storage.planner import Plan, TierView, plan
+from storage.planner import Plan, Segment, TierView, plan
 from storage.ratios import Totals
 from storage.sql import bucket, floor_to
 from storage.state import load_state
@@ -19,7 +19,7 @@ from storage.tiers import Tier
 
 TIME_DIMS = {"10s": 10, "minute": 60, "5m": 300, "hour": 3600, "day": 86400}
 SERIES_DIMS = ("domain", "lookahead", "target_version", "draft_version", "pod")
-DIMENSIONS = (*SERIES_DIMS, *TIME_DIMS, "position")
+DIMENSIONS = (*SERIES_DIMS, *TIME_DIMS, "position", "load")
 TOTALS = tuple(Totals.__dataclass_fields__)
 
 
@@ -43,6 +43,9 @@ class StatsQuery:
                 raise StoreError(f"cannot group by {d!r}; choose from {', '.join(DIMENSIONS)}")
         if len(set(self.by)) != len(self.by) or len(set(self.by) & TIME_DIMS.keys()) > 1:
             raise StoreError("group by each dimension once, and by at most one of minute, hour, day")
+        if "load" in self.by and not set(self.by) <= {"load", *SERIES_DIMS}:
+            raise StoreError("--by load combines with " + ", ".join(SERIES_DIMS) + " only (requests by load "
+                             "are kept an hour at a time)")
         for name in ("since", "until"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
@@ -62,6 +65,8 @@ def stats(conn: sa.Connection, query: StatsQuery, chain: tuple[Tier, ...], now: 
     tiers = {t.name: t for t in chain}
     if query.tier is not None and query.tier not in tiers:
         raise StoreError(f"unknown tier {query.tier!r}; choose from {', '.join(tiers)}")
+    if "load" in query.by:
+        return _by_load(conn, query, now)
     state = load_state(conn, chain)
     until = int(math.ceil(query.until)) if query.until is not None else stored_until(conn, chain, now)
     if query.since is not None:
@@ -226,6 +231,18 @@ def _rows(groups: dict[tuple, list], by: tuple[str, ...]) -> list[dict[str, Any]
                      "expected_acceptance": ratios.expected_acceptance(both),
                      "speedup": ratios.speedup(spec, baseline)})
     return rows
+
+
+def _by_load(conn: sa.Connection, query: StatsQuery, now: float) -> StatsResult:
+    """Requests by the load they met, from ``load_hours`` (storage/loads.py): whole hours."""
+    t = schema.load_hours.c
+    until = int(math.ceil(query.until)) if query.until is not None else \
+        int(max(now, conn.execute(sa.select(sa.func.max(t.bucket_start))).scalar() or 0)) + loads.HOUR
+    since = int(math.floor(query.since)) if query.since is not None else \
+        int(conn.execute(sa.select(sa.func.min(t.bucket_start))).scalar() or until)
+    since = floor_to(since, loads.HOUR)
+    rows = loads.stats(conn, since, until, query.by, query.domain)
+    return StatsResult(query.by, rows, Plan((Segment("load_hour", since, until),), since, until))
 
 
 def _position_rows(groups: dict[tuple, list], by: tuple[str, ...]) -> list[dict[str, Any]]:

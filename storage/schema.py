@@ -93,6 +93,18 @@ ten_minute_blocks = _blocks("ten_minute_blocks")  # six buckets a block: a row e
 # bumps the mark of its ``shard`` (from its pod name): with one mark per bucket, every pod's flush in a
 # minute waited for the previous one's commit on that one row.
 DIRTY_SHARDS = 64
+# Requests by the load they met (specwatch_core/loads.py bands), an hour per row: what the proxy and engines that
+# say the load of each request recorded. A few rows a series and hour (the bands its load visited).
+load_hours = sa.Table(
+    "load_hours", metadata,
+    sa.Column("bucket_start", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("series_id", sa.Integer, sa.ForeignKey("series.id"), primary_key=True, autoincrement=False),
+    sa.Column("band", sa.SmallInteger, primary_key=True, autoincrement=False),
+    *(sa.Column(c, COUNT, nullable=False) for c in ("requests", "steps", "drafted", "accepted", "emitted")),
+    *(sa.Column(c, sa.Float, nullable=False) for c in ("seconds", "prompt_seconds")),
+    sqlite_with_rowid=False,
+)
+
 dirty = sa.Table(
     "dirty", metadata,
     sa.Column("tier", sa.String(16), primary_key=True),

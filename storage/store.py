@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from specwatch_core.records import StepRecord, validate_batch
-from storage import deadletter, events, migrate
+from storage import deadletter, events, loads, migrate
 from storage.aggregator import WindowAggregator
 from storage.cache import LRU
 from storage.config import StoreConfig
@@ -29,6 +29,7 @@ from storage.engine import Database, Timeouts, database_errors
 from storage.events import Decision, StoredAlert, Transition, VersionSeen
 from storage.flush import write_all
 from storage.history import read_history
+from storage.loads import LoadTally
 from storage.pack import pack_due
 from storage.pending import PendingWindows
 from storage.query import StatsQuery, StatsResult, last_window_of, stats
@@ -53,6 +54,7 @@ class Store:
         self.tiers = tiers(config)
         self._clock = clock
         self._aggregator = WindowAggregator(config.window_seconds, config.pod, clock)
+        self._loads = LoadTally(config.pod)
         self._pending = PendingWindows()
         self._series_ids: LRU[SeriesKey, int] = LRU(config.max_series_cached)
         self._flush_lock = threading.Lock()
@@ -144,11 +146,14 @@ class Store:
         """Validate the whole batch (RecordError naming index and field, nothing kept), then count it."""
         self.validate_records(records)
         self._aggregator.add_many(records)
+        self._loads.add_many(records, self._clock())
         return len(records)
 
     def record(self, record: StepRecord) -> None:
         self.validate(record)
         self._aggregator.add(record)
+        if record.load is not None:
+            self._loads.add_many((record,), self._clock())
 
     def validate(self, record: StepRecord) -> None:
         """RecordError naming the field if ``record`` breaks this store's limits; nothing is counted."""
@@ -165,6 +170,7 @@ class Store:
     def count_validated(self, records: Sequence[StepRecord]) -> None:
         """Count records that ``validate`` / ``validate_records`` passed already (no second check)."""
         self._aggregator.add_many(records)
+        self._loads.add_many(records, self._clock())
 
     @property
     def unwritten(self) -> int:
@@ -196,6 +202,7 @@ class Store:
             try:
                 self.connect()
                 written = self._write()
+                self._write_loads()
             except BaseException:
                 self.flush_failures += 1
                 bound = self.config.max_unwritten
@@ -220,6 +227,19 @@ class Store:
             if outcome.error is not None:
                 raise outcome.error
         return len(entries)
+
+    def _write_loads(self) -> None:
+        """Add the open load sums to ``load_hours`` (storage/loads.py); kept for the next flush on failure."""
+        taken = self._loads.take()
+        if not taken:
+            return
+        try:
+            with self.db.write() as conn:
+                ids = loads.write(conn, taken, self._series_ids)
+        except BaseException:
+            self._loads.put_back(taken)
+            raise
+        self._series_ids.update(ids)
 
     def spill(self, reason: str, wait: float = 1.0) -> int:
         """Every unwritten row, open windows too, to the dead-letter file (a shutdown the database did not
@@ -272,6 +292,7 @@ class Store:
         ``<blocks table>_days``). Its own lock: rollups and packing go on meanwhile."""
         with self.db.write(exclusive="prune") as conn:
             deleted = prune(conn, self.tiers, self._now(now), self.config.retain_hours)
+            deleted["load_hours"] = loads.prune(conn, int(self._now(now) - self.config.retain_hours))
         # Rollups churn the dirty marks; retention deletes whole days of rows (dropped partitions need nothing).
         self.db.reclaim(["dirty", *(t for t, n in deleted.items() if n and not t.endswith("_days"))])
         return deleted

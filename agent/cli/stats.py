@@ -15,7 +15,8 @@ from specwatch_core import settings
 from storage import DIMENSIONS, StatsQuery, StatsResult, Store, StoreConfig, StoreError
 from storage.query import TIME_DIMS
 
-EXAMPLE = "Example: specwatch stats --db sqlite:///specwatch.db --domain code --since 7d --by hour"
+EXAMPLE = ("Examples: specwatch stats --db sqlite:///specwatch.db --domain code --since 7d --by hour  |  "
+           "specwatch stats --since 24h --by domain --by lookahead --by load")
 By = Enum("By", {d: d for d in DIMENSIONS}, type=str)
 DbOption = Annotated[Optional[str], typer.Option(
     "--db", help="Database URL; default SPECWATCH_DB or sqlite:///specwatch.db.", show_default=False)]
@@ -45,7 +46,10 @@ def stats(
     time per step, and the speed-up over K = 0 where the range has K = 0 steps.
 
     Times are UTC. Each part of the range comes from the coarsest tier that holds it exactly (days,
-    hours, minutes, windows). --by position: conditional acceptance at each drafted position.
+    hours, minutes, windows). --by position: conditional acceptance at each drafted position. --by load:
+    requests by the load they met (requests in flight on their pool as the proxy sent them: 1, 2, 3-4, 5-8,
+    ...), an hour at a time, with tokens per second of their steps and the speed-up over K = 0 at the same
+    load; it combines with domain, lookahead, target_version, draft_version and pod.
     """
     now = time.time()
     try:
@@ -84,6 +88,8 @@ def display(row: dict[str, Any]) -> dict[str, Any]:
     for key, value in row.items():
         if key in TIME_DIMS:
             out[key] = iso(value)
+        elif key == "seconds_per_step":  # --by load
+            out["step_ms"] = None if value is None else value * 1000
         elif key.endswith("_seconds_per_step"):
             out[key.replace("_seconds_per_step", "_ms")] = None if value is None else value * 1000
         elif key in ("drafted", "accepted") and "acceptance_rate" in row:
@@ -97,7 +103,7 @@ def _range(result: StatsResult) -> str:
     return f"{iso(result.plan.since)} .. {iso(result.plan.until)}"
 
 
-TIER_WORDS = {"window": "windows", "minute": "minute rows", "hour": "hour rows"}
+TIER_WORDS = {"window": "windows", "minute": "minute rows", "hour": "hour rows", "load_hour": "hour rows by load"}
 
 
 def _title(result: StatsResult, domain: str | None) -> str:

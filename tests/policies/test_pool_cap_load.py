@@ -13,7 +13,7 @@ import random
 import pytest
 
 from policies.base import Outcome
-from policies.loads import band
+from specwatch_core.loads import band
 from policies.pool_cap import PoolCap
 
 TOKENS = 64
