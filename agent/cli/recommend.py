@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from agent.advice import engine_flags
+from agent.advice.loads import engine_config, schedules as load_schedules, speeds
 from agent.advice.pools import configure, plan
 from agent.advice.recommend import Recommendation, pool_name, recommend
 from agent.cli.output import Format, console, emit_rows, fail
@@ -42,7 +43,10 @@ def recommend_cmd(
     Each K is printed as the engines' own start-up flags, and each pool `specwatch proxy` would route to
     (the pod's K, then one per K routed domains are worth) as each engine's configuration of it: vLLM's
     --speculative-config with the per-request metrics flag, SGLang's flags and adaptive config, TensorRT-LLM's
-    speculative_config with its draft_len_schedule."""
+    speculative_config with its draft_len_schedule. Where the history holds requests by the load they met
+    (the proxy records it), also the K of best speed at each load, pod-wide and per domain, as the schedules
+    the engines take: vLLM's num_speculative_tokens_per_batch_size, TensorRT-LLM's draft_len_schedule, a pool
+    split by load for llama.cpp and SGLang."""
     now = time.time()
     try:
         start = parse_time(since, now)
@@ -51,6 +55,7 @@ def recommend_cmd(
     store = open_store(db)
     try:
         result = recommend(store, since=start, now=now, domain=domain)
+        by_load = load_schedules(speeds(store, start, now, domain))
     except (StoreError, ValueError) as exc:
         raise fail(str(exc))
     finally:
@@ -58,11 +63,28 @@ def recommend_cmd(
     engines = engine_flags.ENGINES if engine is Engine.all else (engine.value,)
     if fmt is Format.json:
         print(json.dumps({**result.to_dict(), "flags": flag_table(result, engines, draft),
-                          "pools": pool_table(result, engines, draft)}, indent=2))
+                          "pools": pool_table(result, engines, draft),
+                          "load_schedules": [{"name": s.name, "bands": s.rows(), "by_batch": s.by_batch(),
+                                              "engines": {e: engine_config(e, s) for e in engines}}
+                                             for s in by_load]}, indent=2))
     elif fmt is Format.csv:
         emit_rows(csv_rows(result, engines, draft), fmt)
     else:
         show(result, engines, draft)
+        show_loads(by_load, engines)
+
+
+def show_loads(by_load: list, engines: tuple[str, ...]) -> None:
+    """K per load (agent/advice/loads.py), pod-wide and per domain, and each engine's form of it."""
+    if not by_load:
+        return
+    emit_rows([row for s in by_load for row in s.rows()], Format.table,
+              title="by load (requests in flight on their pool): the K of best speed at each load; "
+                    "measured no: carried from the nearest measured load")
+    for s in by_load:
+        for e in engines:
+            console.print(f"  {s.name}, {engine_flags.NAMES[e]}: {engine_config(e, s)}", highlight=False,
+                          soft_wrap=True)
 
 
 def flag_table(result: Recommendation, engines: tuple[str, ...], draft: str) -> dict:
