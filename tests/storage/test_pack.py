@@ -124,3 +124,13 @@ def test_blocks_of_an_hour_the_tier_above_does_not_cover_are_kept(store):
         conn.execute(sa.insert(schema.dirty), [dict(tier="ten_minute", bucket_start=T0, shard=0, changes=1)])
     store.prune(T0 + 40 * DAY)
     assert count(store, schema.minute_blocks) > 0
+
+
+@pytest.mark.parametrize("by", [("domain", "lookahead"), ("pod", "position")])
+def test_a_complement_over_packed_hours_answers_as_windows_do(packed, by):
+    # The first hour less its first ten minutes, both packed: the subtracted part is summed from blocks.
+    store, _ = packed
+    since, until = T0 + 10 * 60 + 30, T0 + 2 * H
+    result = store.stats(StatsQuery(since, until, by))
+    assert any(s.whole for s in result.plan.segments)
+    same(result.rows, store.stats(StatsQuery(since, until, by, tier="window")).rows)
