@@ -1,7 +1,7 @@
 """Benchmark: the best pool per domain and per load, on a real model (SmolLM2-135M-Instruct in F16, converted
 from its package's GGUF by llama-quantize: agent/pretrained/f16.py).
 
-Pools, each a llama-server of its own with --slots slots and --threads threads: ``off`` (no speculation) and
+Pools, each a llama-server of its own with --slots slots: ``off`` (no speculation) and
 n-gram self-speculation (ngram-mod capped at 8 and 24: ``k8``, ``k24``). The proxy routes among a second set
 of the same pools (no server sees a prompt twice: ngram-mod learns from all a server decodes), deciding per
 domain and per the load each pool has at that moment (requests in flight there). Both sets run for the whole
@@ -16,9 +16,12 @@ tokens over its wall time, summed over the domain's requests). Goals (issue: dec
 the proxy >= 95% of the best fixed pool per domain at every level, and >= the engine-style schedule (the
 best fixed pool per level over both domains, chosen offline) in throughput on the mixed stream.
 
-The proxy's two or three servers share the machine's 2 cores: while it splits a level's requests between
-pools, its servers compete for them, which separate machines would not. Not a test: prints a table and
-writes bench/results/load_aware.json.
+Every server runs one thread pinned to the same core (--threads 1, --cores 0), so every configuration,
+the proxy's included, computes on exactly one core whether it uses one pool or splits a level between
+three (the client and the proxy run on the other). Servers of several threads sharing cores wait on each
+other at every synchronisation of a step: the proxy's three 2-thread servers on 2 cores, while it split 4
+requests in flight between them, ran 0.5-1 token per second against 70 for one server alone. Not a test:
+prints a table and writes bench/results/load_aware.json.
 
     python bench/load_aware.py [--levels 1,4,8] [--requests 48] [--tokens 64] [--pools off,k8,k24]
     python bench/load_aware.py --show       # the last run's table again
@@ -30,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -56,10 +60,12 @@ DOMAINS = ("chat", "copy")
 console = Console(stderr=True)
 
 
-def config(model: Path, name: str, slots: int, threads: int) -> LlamaServerConfig:
+def config(model: Path, name: str, slots: int, threads: int, poll: int = 0) -> LlamaServerConfig:
     k = LOOKAHEAD[name]
+    # --poll 0: a thread waiting for work sleeps instead of spinning (servers share cores)
     return LlamaServerConfig(model=model, speculation="ngram-mod" if k else "draft", lookahead=k,
-                             threads=threads, parallel=slots, ctx_size=2048 * slots, metrics=True)
+                             threads=threads, parallel=slots, ctx_size=2048 * slots, metrics=True,
+                             extra_args=("--poll", str(poll)))
 
 
 def streams(levels: list[int], requests: int) -> dict[int, list[tuple[str, object]]]:
@@ -122,10 +128,11 @@ def summary(log: dict) -> dict:
         fixed = [n for n in row if n != PROXY]
         best = {d: max(fixed, key=lambda n: row[n][d]) for d in DOMAINS}
         schedule = max(fixed, key=lambda n: row[n]["throughput"])
-        p = row[PROXY]
-        out[level] = {"by": row, "best": best, "schedule": schedule,
-                      "proxy_vs_best": {d: p[d] / row[best[d]][d] for d in DOMAINS},
-                      "proxy_vs_schedule": p["throughput"] / row[schedule]["throughput"]}
+        out[level] = {"by": row, "best": best, "schedule": schedule}
+        if PROXY in row:
+            p = row[PROXY]
+            out[level].update(proxy_vs_best={d: p[d] / row[best[d]][d] for d in DOMAINS},
+                              proxy_vs_schedule=p["throughput"] / row[schedule]["throughput"])
     return out
 
 
@@ -153,13 +160,14 @@ def report(out: dict) -> None:
     for level, s in out["summary"].items():
         by = s["by"]
         for d in (*DOMAINS, "throughput"):
-            cells = [f"{by[n][d]:.1f}" for n in (*pools, PROXY)]
-            if d == "throughput":
-                best, share = s["schedule"], s["proxy_vs_schedule"]
-                mix = ", ".join(f"{k} {v}" for k, v in sorted(by[PROXY]["pools"].items()))
-            else:
-                best, share, mix = s["best"][d], s["proxy_vs_best"][d], ""
-            t.add_row(level, "all (throughput)" if d == "throughput" else d, *cells, best, f"{share:.1%}", mix)
+            cells = [f"{by[n][d]:.1f}" if n in by else "-" for n in (*pools, PROXY)]
+            share = s.get("proxy_vs_schedule" if d == "throughput" else "proxy_vs_best")
+            share = share if share is None or d == "throughput" else share[d]
+            best = s["schedule"] if d == "throughput" else s["best"][d]
+            mix = ", ".join(f"{k} {v}" for k, v in sorted(by[PROXY]["pools"].items())) \
+                if d == "throughput" and PROXY in by else ""
+            t.add_row(level, "all (throughput)" if d == "throughput" else d, *cells, best,
+                      "-" if share is None else f"{share:.1%}", mix)
     console.print(t)
 
 
@@ -170,13 +178,14 @@ def markdown(out: dict) -> str:
     for level, s in out["summary"].items():
         by = s["by"]
         for d in (*DOMAINS, "throughput"):
-            cells = " | ".join(f"{by[n][d]:.1f}" for n in (*pools, PROXY))
-            if d == "throughput":
-                mix = ", ".join(f"{k} {v}" for k, v in sorted(by[PROXY]["pools"].items()))
-                lines.append(f"| {level} | all (throughput) | {cells} | {s['schedule']} | "
-                             f"**{s['proxy_vs_schedule']:.1%}** | {mix} |")
-            else:
-                lines.append(f"| {level} | {d} | {cells} | {s['best'][d]} | **{s['proxy_vs_best'][d]:.1%}** | |")
+            cells = " | ".join(f"{by[n][d]:.1f}" if n in by else "-" for n in (*pools, PROXY))
+            share = s.get("proxy_vs_schedule" if d == "throughput" else "proxy_vs_best")
+            share = "-" if share is None else f"**{(share if d == 'throughput' else share[d]):.1%}**"
+            mix = ", ".join(f"{k} {v}" for k, v in sorted(by[PROXY]["pools"].items())) \
+                if d == "throughput" and PROXY in by else ""
+            best = s["schedule"] if d == "throughput" else s["best"][d]
+            lines.append(f"| {level} | {'all (throughput)' if d == 'throughput' else d} | {cells} | {best} | "
+                         f"{share} | {mix} |")
     return "\n".join(lines)
 
 
@@ -185,12 +194,15 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="example: python bench/load_aware.py --levels 1,4,8 --requests 48")
     parser.add_argument("--levels", default="1,4,8", help="requests in flight at the client, in order")
-    parser.add_argument("--requests", type=int, default=48, help="per domain and level (default 48)")
+    parser.add_argument("--requests", type=int, default=24, help="per domain and level (default 24)")
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--pools", default="off,k8,k24", help=f"fixed pools, of {', '.join(LOOKAHEAD)}")
+    parser.add_argument("--pools", default="off,k24", help=f"fixed pools, of {', '.join(LOOKAHEAD)} (default off,k24)")
     parser.add_argument("--slots", type=int, default=8, help="slots (-np) of every server")
-    parser.add_argument("--threads", type=int, default=2, help="threads (-t) of every server")
+    parser.add_argument("--threads", type=int, default=1, help="threads (-t) of every server (default 1)")
+    parser.add_argument("--cores", default="0",
+                        help="CPUs every server is pinned to (taskset list, default 0; '' for none)")
     parser.add_argument("--default-pool", default="k24", help="the proxy's --default-pool ('' for none)")
+    parser.add_argument("--no-proxy", action="store_true", help="the fixed pools alone (the engines' table)")
     parser.add_argument("--show", action="store_true", help="print the last run's table and exit")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -209,11 +221,11 @@ def main() -> None:
     target = f16_target(model)
     work = Path(tempfile.mkdtemp(prefix="bench-load-"))
     fixed = {n: LlamaServer(config(target, n, args.slots, args.threads), log_path=work / f"{n}.log") for n in pools}
-    behind = {n: LlamaServer(config(target, n, args.slots, args.threads), log_path=work / f"proxy-{n}.log")
-              for n in pools}
+    behind = {} if args.no_proxy else {
+        n: LlamaServer(config(target, n, args.slots, args.threads), log_path=work / f"proxy-{n}.log") for n in pools}
     db = f"sqlite:///{work / 'proxy.db'}"
     out = {"model": model.name, "target": target.name, "requests": args.requests, "tokens": args.tokens,
-           "slots": args.slots, "threads": args.threads, "levels": levels,
+           "slots": args.slots, "threads": args.threads, "cores": args.cores, "levels": levels,
            "pools": {n: {"speculation": "ngram-mod" if LOOKAHEAD[n] else "none", "lookahead": LOOKAHEAD[n]}
                      for n in pools},
            "default_pool": args.default_pool or None, "machine": platform.processor() or platform.machine(),
@@ -223,11 +235,17 @@ def main() -> None:
     try:
         for s in (*fixed.values(), *behind.values()):
             s.start()
+            if args.cores:  # every thread of the server, those it made already included
+                subprocess.run(["taskset", "-a", "-c", "-p", args.cores, str(s.pid)], check=True,
+                               capture_output=True)
         port = free_port()
-        proxy = start_proxy({n: s.base_url for n, s in behind.items()}, port, db, work / "proxy.log",
-                            health_seconds=2.0,
-                            extra=("--default-pool", args.default_pool) if args.default_pool else ())
-        urls = {**{n: s.base_url for n, s in fixed.items()}, PROXY: f"http://127.0.0.1:{port}"}
+        urls = {n: s.base_url for n, s in fixed.items()}
+        if behind:
+            # the proxy's pools share the machine (one core): the load of a request is that of all of them
+            extra = ("--shared-load",) + (("--default-pool", args.default_pool) if args.default_pool else ())
+            proxy = start_proxy({n: s.base_url for n, s in behind.items()}, port, db, work / "proxy.log",
+                                health_seconds=2.0, extra=extra)
+            urls[PROXY] = f"http://127.0.0.1:{port}"
         log = run(urls, plan, args.tokens)
     finally:
         if proxy is not None:
@@ -238,7 +256,7 @@ def main() -> None:
     out["seconds"] = round(time.monotonic() - began, 1)
     out["load_after"] = os.getloadavg()
     out["summary"] = summary(log)
-    out["stored_by_load"] = stored_by_load(db)
+    out["stored_by_load"] = stored_by_load(db) if behind else []
     out["log"] = log
     report(out)
     args.out.parent.mkdir(parents=True, exist_ok=True)

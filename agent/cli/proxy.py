@@ -37,6 +37,9 @@ def proxy(
     default_pool: Annotated[Optional[str], typer.Option(
         help="The pool a domain starts on before anything is measured in it: the engine's own default (e.g. "
              "the pool run with llama.cpp's --spec-default); default: the policy's own start.")] = None,
+    shared_load: Annotated[bool, typer.Option(
+        help="The pools share one machine (several servers on one node or GPU): a request meets the load of "
+             "all of them (requests in flight on every pool), not its pool's alone.")] = False,
     pod: Annotated[Optional[str], typer.Option(help="This pod's name; default SPECWATCH_POD or host name.")] = None,
     health_seconds: Annotated[float, typer.Option(help="Seconds between health checks of each pool.")] = 2.0,
     read_timeout: Annotated[float, typer.Option(
@@ -89,7 +92,8 @@ def proxy(
                                sample_prompts=sample_prompts, host=host, port=port, admin_host=admin_host,
                                admin_port=admin_port, health_seconds=health_seconds, connect_seconds=connect_timeout,
                                read_seconds=read_timeout, header_seconds=header_timeout, drain_seconds=drain_seconds,
-                               shutdown_seconds=shutdown_seconds, hash_models=hash_models, default_pool=default_pool)
+                               shutdown_seconds=shutdown_seconds, hash_models=hash_models, default_pool=default_pool,
+                               shared_load=shared_load)
         runtime = build(options)
     except (ProxyConfigError, DomainError, ConfigError) as exc:
         raise fail(f"config: {exc}")

@@ -68,7 +68,7 @@ class Proxy:
 
     def __init__(self, config: ProxyConfig, sidecar: Sidecar, pools: Pools, metrics: ProxyMetrics):
         self.config, self.sidecar, self.pools, self.metrics = config, sidecar, pools, metrics
-        self.router = Router(sidecar, pools, config.default_pool)
+        self.router = Router(sidecar, pools, config.default_pool, config.shared_load)
         self._rules_read_body = any(rule.kind != "path" for rule in config.rules)
         self.sampler = live_sample(config.sidecar.sample_prompts, config.sidecar.token,
                                    "/sample of the admin listener")
@@ -190,7 +190,7 @@ class Proxy:
         sent = pool if inspected else None
         if sent is not None:
             sent.inflight += 1
-            load = sent.inflight
+            load = self._load(sent)
         try:
             try:
                 answer, pool = await self.opener.open(method, target, out, body, pool,
@@ -202,7 +202,7 @@ class Proxy:
                 if pool is not sent:  # it failed over: it runs on the next pool
                     sent.inflight -= 1
                     sent, pool.inflight = pool, pool.inflight + 1
-                    load = pool.inflight
+                    load = self._load(pool)
                 served = Served(domain, pool.name, pool.lookahead, pool.target_version or "unknown",
                                 pool.draft_version or self.pools.draft_of(pool.target_version),
                                 asgi.header(headers, b"x-request-id"), self.sidecar.pod, load)
@@ -241,6 +241,11 @@ class Proxy:
                                                                    f"pool {pool.name} ({pool.base}): {describe(exc)}",
                                                                    pool.name))
         raise exc
+
+    def _load(self, pool: Pool) -> int:
+        """The load a request sent to ``pool`` meets (it counted): that pool's requests in flight, or every
+        pool's when they share one machine (``shared_load``)."""
+        return sum(p.inflight for p in self.pools.all) if self.config.shared_load else pool.inflight
 
     def _any_pool(self) -> Pool:
         healthy = self.pools.healthy()

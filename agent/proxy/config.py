@@ -87,6 +87,8 @@ class ProxyConfig:
       the inference port; loopback by default. Port 0 (either listener): any free port.
     - ``default_pool``: the pool a domain without evidence starts on (the engine's own default, e.g. the
       pool run with llama.cpp's --spec-default); None: the policy's own start.
+    - ``shared_load``: the pools share one machine (servers of one node or GPU): the load a request meets on
+      any of them is the proxy's requests in flight on all of them; False (default): each pool's own.
     """
 
     upstreams: tuple[Upstream, ...]
@@ -106,6 +108,7 @@ class ProxyConfig:
     max_record_body: int = 8 * 1024 * 1024
     hash_models: bool = True
     default_pool: str | None = None
+    shared_load: bool = False
 
     def __post_init__(self) -> None:
         if not self.upstreams:

@@ -26,8 +26,9 @@ class Route:
 
 
 class Router:
-    def __init__(self, sidecar: Sidecar, pools: Pools, default_pool: str | None = None):
+    def __init__(self, sidecar: Sidecar, pools: Pools, default_pool: str | None = None, shared_load: bool = False):
         self.sidecar, self.pools, self.default_pool = sidecar, pools, default_pool
+        self.shared_load = shared_load
         self.observe_only = len(pools.all) == 1
         self.restrictable = _restrictable(sidecar.policy)
         self._shape: tuple[tuple[int, ...], int | None] = ((), None)
@@ -59,7 +60,7 @@ class Router:
             pool = healthy[0]
             return Route(pool, Decision(pool.lookahead, pool.lookahead > 0, "one pool: observe and recommend only",
                                         "proxy"))
-        decision = self.sidecar.decide(domain, loads(healthy))
+        decision = self.sidecar.decide(domain, loads(healthy, self.shared_load))
         return Route(self.pool_for(decision.lookahead, healthy), decision)
 
     def pool_for(self, lookahead: int, healthy: list[Pool]) -> Pool:
@@ -91,9 +92,12 @@ class Router:
         return None if decision is None else Route(self.pool_for(decision.lookahead, healthy), decision)
 
 
-def loads(healthy: list[Pool]) -> dict[int, int]:
+def loads(healthy: list[Pool], shared: bool = False) -> dict[int, int]:
     """The load a request would meet on the pool of each K: the requests in flight there, it included (the
-    least where two pools share a K)."""
+    least where two pools share a K); ``shared`` (the pools share one machine): those on every pool."""
+    if shared:
+        load = sum(p.inflight for p in healthy) + 1
+        return {p.lookahead: load for p in healthy}
     out: dict[int, int] = {}
     for p in healthy:
         load = p.inflight + 1
