@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Collection, Mapping, NamedTuple, Sequence
 
 StopDrafting = Callable[[float, int], bool]
 
@@ -139,10 +139,11 @@ class Policy(ABC):
 
     load_aware = False  # whether ``choose_at`` reads the loads (else it is ``choose``)
 
-    def choose_at(self, domain: str, loads: Mapping[int, int]) -> Decision:
+    def choose_at(self, domain: str, loads: Mapping[int, int], busy: Collection[int] = ()) -> Decision:
         """The lookahead for the next request of ``domain`` when it would meet load ``loads[k]`` on the pool
-        of K = k (requests in flight there, itself included). A policy that does not weigh the load
-        (``load_aware`` False) chooses as ``choose`` does."""
+        of K = k (requests in flight there, itself included); ``busy``: the pools running requests now, where
+        the pools share one machine. A policy that does not weigh the load (``load_aware`` False) chooses as
+        ``choose`` does."""
         return self.choose(domain)
 
     @abstractmethod

@@ -37,7 +37,7 @@ band's optimistic prior and is tried once, in one domain, for all of them.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
 
 from policies.arms import arm_of, restricted
 from policies.base import ArmStats, Decision, Outcome, Policy
@@ -71,6 +71,9 @@ class PoolCap(Policy):
     jump
         A request whose accepted tokens per step lie more than this many spreads from its cell's is a change
         (a target update, a stale draft): the domain's evidence is cut to a tenth at once.
+    split_margin
+        Pools sharing one machine: how much faster an idle pool must be predicted than a running one before
+        a request starts it (``choose_at``'s ``busy``).
     """
 
     name = "pool-cap"
@@ -80,16 +83,18 @@ class PoolCap(Policy):
 
     def __init__(self, kmax: int = 8, halflife: float = 32.0, cost_halflife: float = 200.0, z: float = 0.7,
                  cell_spread: float = 0.25, domain_spread: float = 0.5, jump: float = 4.0,
-                 seed: int | None = None):
+                 split_margin: float = 0.1, seed: int | None = None):
         super().__init__(kmax, seed)
         for label, value in (("halflife", halflife), ("cost_halflife", cost_halflife), ("jump", jump)):
             if not 0.0 < value < math.inf:
                 raise ValueError(f"{label} must be a positive number, got {value!r}")
-        for label, value in (("z", z), ("cell_spread", cell_spread), ("domain_spread", domain_spread)):
+        for label, value in (("z", z), ("cell_spread", cell_spread), ("domain_spread", domain_spread),
+                             ("split_margin", split_margin)):
             if not 0.0 <= value < math.inf:
                 raise ValueError(f"{label} must be a non-negative number, got {value!r}")
         self.halflife, self.cost_halflife, self.z = halflife, cost_halflife, z
         self.cell_spread, self.domain_spread, self.jump = cell_spread, domain_spread, jump
+        self.split_margin = split_margin
         self.arms: tuple[int, ...] = tuple(range(kmax + 1))
         self.default: int | None = None
         self._clear()
@@ -147,8 +152,13 @@ class PoolCap(Policy):
     def choose(self, domain: str) -> Decision:
         return self.choose_at(domain, {})
 
-    def choose_at(self, domain: str, loads: Mapping[int, int]) -> Decision:
-        """As ``choose``, each pool scored at the band of ``loads[k]`` (absent: a request alone)."""
+    def choose_at(self, domain: str, loads: Mapping[int, int], busy: Collection[int] = ()) -> Decision:
+        """As ``choose``, each pool scored at the band of ``loads[k]`` (absent: a request alone). ``busy``:
+        the pools running requests now when the pools share one machine (``--shared-load``): a pool that is
+        not running is chosen over the best running one only when predicted ``split_margin`` faster, since
+        two servers taking turns on one machine each batch fewer sequences (a level split between two
+        servers on one core ran about a fifth slower than either alone, docs/load.md); a pool not measured
+        at this load is not tried while another runs."""
         arms = self.arms
         if len(arms) == 1:
             return self.decision(arms[0], f"pool-cap: only K={arms[0]} is available")
@@ -168,6 +178,12 @@ class PoolCap(Policy):
             scored = [(k, s) for k, s in scored if s[0] is not None]
         k, (mean, bound) = max(scored, key=lambda pair: (pair[1][1], -pair[0]))  # the smaller K on ties
         at = f" at load band {bands[k]}" if bands[k] else ""
+        running = [(j, s[0]) for j, s in scored if j in busy and s[0] is not None]
+        if running and k not in busy:
+            j, held = max(running, key=lambda pair: (pair[1], -pair[0]))
+            if mean is None or mean < (1.0 + self.split_margin) * held:
+                return self.decision(j, f"pool-cap: K={j} is running ({held:.0f} tok/s{at}) on the machine the "
+                                        f"pools share; K={k} would split it for less than {self.split_margin:.0%}")
         if mean is None:
             return self.decision(k, f"pool-cap: K={k} is not measured yet{at} (bound {bound:.0f} tok/s)")
         return self.decision(k, f"pool-cap: K={k} predicts {mean:.0f} tok/s{at} (bound {bound:.0f})")

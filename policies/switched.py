@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from policies.base import ArmStats, Decision, Outcome, Policy, StopDrafting, StopState, has_refits
 from policies.switch import Switch
@@ -27,8 +27,8 @@ class Switched(Policy):
     def choose(self, domain: str) -> Decision:
         return self._gated(domain, self.policy.choose(domain))
 
-    def choose_at(self, domain: str, loads: Mapping[int, int]) -> Decision:
-        return self._gated(domain, self.policy.choose_at(domain, loads))
+    def choose_at(self, domain: str, loads: Mapping[int, int], busy: Collection[int] = ()) -> Decision:
+        return self._gated(domain, self.policy.choose_at(domain, loads, busy))
 
     def _gated(self, domain: str, proposed: Decision) -> Decision:
         k, why = self.switch.gate(domain, proposed.lookahead, fallback=max(1, self.kmax // 2))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from agent.hub.domains import DEFAULT_IDLE, OTHER, Defaults, DomainSlots
 from agent.hub.ingest import Ingest
@@ -185,18 +185,19 @@ class Sidecar:
             change(self.policy)
             self._defaults.adjust(change)
 
-    def decide(self, domain: str, loads: Mapping[int, int] | None = None) -> Decision:
+    def decide(self, domain: str, loads: Mapping[int, int] | None = None, busy: Collection[int] = ()) -> Decision:
         """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate). ``loads``: the
         load the request would meet on the pool of each K (the proxy's requests in flight there, it
         included); a policy that weighs the load (``Policy.load_aware``) decides for it then and there,
-        under the lock, instead of taking the decision the ingest worker readied."""
+        under the lock, instead of taking the decision the ingest worker readied. ``busy``: the pools running
+        requests now, where the pools share one machine (``Policy.choose_at``)."""
         state = self.state
         if loads and self.policy.load_aware:
             with state.lock:
                 key = state.slots.key(domain)
                 if key is None:
                     return self._defaults.decide(domain)
-                decision = self.policy.choose_at(key, loads)
+                decision = self.policy.choose_at(key, loads, busy)
                 state.stamp(key, decision)
             return decision if key == domain else self._shared(decision)
         ready = state.ready.pop(domain, None)  # atomic: the worker made it after the domain's last record

@@ -60,7 +60,8 @@ class Router:
             pool = healthy[0]
             return Route(pool, Decision(pool.lookahead, pool.lookahead > 0, "one pool: observe and recommend only",
                                         "proxy"))
-        decision = self.sidecar.decide(domain, loads(healthy, self.shared_load))
+        busy = {p.lookahead for p in healthy if p.inflight} if self.shared_load else ()
+        decision = self.sidecar.decide(domain, loads(healthy, self.shared_load), busy)
         return Route(self.pool_for(decision.lookahead, healthy), decision)
 
     def pool_for(self, lookahead: int, healthy: list[Pool]) -> Pool:
