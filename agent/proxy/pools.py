@@ -93,14 +93,17 @@ class Pools:
             self.on_change()
 
     async def run(self, client: aiohttp.ClientSession, interval: float) -> None:
-        """Check every pool every ``interval`` seconds until cancelled."""
+        """Check every pool every ``interval`` seconds until cancelled, the first time ``interval`` from now
+        (the proxy's start has just checked them all: a second check at once would only load the engines,
+        and could end after something else, a request that found a pool down, had changed its state)."""
+        started = time.monotonic()
         while True:
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
             started = time.monotonic()
             try:
                 await self.check_all(client, BUSY_ROUNDS)
             except Exception:  # a bug in a check must not end health checking
                 log.exception("pool health check failed")
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
     async def check(self, pool: Pool, client: aiohttp.ClientSession) -> bool:
         """Check one pool; True when its health, lookahead or versions changed."""
