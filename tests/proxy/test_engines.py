@@ -216,7 +216,8 @@ def test_trtllm_pool_level_records_equal_its_counter_deltas_and_off_is_per_reque
     assert len([m for m in caplog.messages if "lack" in m]) == 1
     for i in range(12):
         assert send(url, "/v1/completions", {"prompt": "p", "max_tokens": 10 + i}, DOMAINS[i % 3])
-    wait_for(lambda: sum(r.drafted for r in runtime.taken if r.pool == "k2") == k2.draft_tokens, timeout=10)
+    # pool-level records come with the health checks (a busy pool every fifth round): seconds on a busy machine
+    wait_for(lambda: sum(r.drafted for r in runtime.taken if r.pool == "k2") == k2.draft_tokens, timeout=30)
     pooled = [r for r in runtime.taken if r.pool == "k2"]
     assert {r.domain for r in pooled} == {POOL_DOMAIN}
     assert sum(r.accepted for r in pooled) == k2.accepted and sum(r.steps for r in pooled) == k2.drafts
