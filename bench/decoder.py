@@ -18,8 +18,15 @@ tokens/s >= 1.10x transformers' at its best K. Tokens/s are wall-clock, the prom
 decoding steps (the first step of each generation, which also prefills the prompt, left out of them, of a
 and of the costs). Not a test: prints a table and writes bench/results/decoder.json.
 
+``--model smollm2-135m``: the same on the real pretrained model (agent/pretrained/as_kit.py: target v1 as a
+float32 transformers checkpoint, its distilled draft, the workload's held-out prompts in its chat template),
+results in bench/results/decoder_<model>.json. Neither side stops at the end-of-turn token (transformers'
+generate is given no eos_token_id), so both decode the same number of tokens as the kit does.
+
     python bench/decoder.py [--size full] [--prompts 8] [--tokens 64] [--max-k 8] [--domains code,logs]
                             [--threads 1]
+    python bench/decoder.py --model smollm2-135m --prompts 4 --max-k 6 --repeats 1 \
+                            --domains copy,chat,json,code,logs
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.decoding import cost_model  # noqa: E402
 from agent.decoding.decoder import SpeculativeDecoder  # noqa: E402
 from agent.kit.load import load_kit  # noqa: E402
+from agent.pretrained import as_kit  # noqa: E402
 from policies.goodput import leviathan_speedup, leviathan_tokens  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "decoder.json"
@@ -82,16 +90,17 @@ def decode_rate(steps) -> float:
 
 def run_hf(target, draft, prompts, tokens, k):
     """transformers' assisted generation at constant K, its confidence stop off. transformers 5 reads these
-    settings from the draft's own generation config (given to generate() they do not reach the draft)."""
+    settings from the draft's own generation config (given to generate() they do not reach the draft). No
+    end-of-sequence stop on either model: our decoder has none here."""
     if k:
         draft = copy.copy(draft)
         draft.generation_config = copy.deepcopy(draft.generation_config)
         draft.generation_config.update(num_assistant_tokens=k, num_assistant_tokens_schedule="constant",
-                                       assistant_confidence_threshold=0.0)
+                                       assistant_confidence_threshold=0.0, eos_token_id=None)
     seconds, emitted = 0.0, 0
     for ids in prompts:
         x = torch.tensor([ids], device=target.device)
-        kwargs = dict(max_new_tokens=tokens, do_sample=False,
+        kwargs = dict(max_new_tokens=tokens, do_sample=False, eos_token_id=None,
                       attention_mask=torch.ones_like(x), pad_token_id=0)
         if k:
             kwargs.update(assistant_model=draft)
@@ -200,6 +209,8 @@ def print_tables(console, results):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="kit",
+                        help="kit (the model kit of --size) or a prepared pretrained model (smollm2-135m)")
     parser.add_argument("--size", default="full")
     parser.add_argument("--prompts", type=int, default=8, help="held-out prompts per domain")
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per prompt")
@@ -208,11 +219,14 @@ def main(argv=None) -> int:
     parser.add_argument("--domains", default="", help="comma-separated subset (default: every domain)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1: steadier than 2 on a shared 2-core machine)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default bench/results/decoder.json (kit), decoder_<model>.json (pretrained)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     console = Console(width=200)
-    kit = load_kit(args.size)
+    pretrained = args.model != "kit"
+    kit = as_kit.load(args.model) if pretrained else load_kit(args.size)
+    args.out = args.out or (RESULTS.with_name(f"decoder_{args.model}.json") if pretrained else RESULTS)
     results = []
     for domain in [d for d in kit.domains if not args.domains or d in args.domains.split(",")]:
         prompts = kit.prompt_ids(domain)[: args.prompts]
@@ -221,7 +235,7 @@ def main(argv=None) -> int:
     print_tables(console, results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(dict(
-        benchmark="decoder", size=args.size, prompts_per_domain=args.prompts, tokens=args.tokens,
+        benchmark="decoder", model=args.model, size=None if pretrained else args.size, versions=kit.versions, prompts_per_domain=args.prompts, tokens=args.tokens,
         repeats=args.repeats,
         torch=torch.__version__, threads=torch.get_num_threads(), machine=platform.machine(),
         when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), domains=results), indent=2))

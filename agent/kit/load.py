@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -20,7 +21,10 @@ class KitNotBuiltError(FileNotFoundError):
 
 @dataclass
 class Kit:
-    """The three models of a kit, their versions (weight hashes) and held-out prompts per domain."""
+    """The three models of a kit, their versions (weight hashes) and held-out prompts per domain.
+
+    ``encode`` turns a prompt into token ids: the kit's byte tokenizer here; a pretrained model seen as a kit
+    (agent/pretrained/as_kit.py) brings its own tokenizer, its prompts already in its chat template."""
 
     root: Path
     target_v1: torch.nn.Module
@@ -29,13 +33,14 @@ class Kit:
     versions: dict[str, str]  # "target-v1", "draft", "target-v2" -> weights_version
     prompts: dict[str, list[str]]
     manifest: dict = field(repr=False)
+    encode: Callable[[str], list[int]] = field(default=tokenizer.encode, repr=False)
 
     @property
     def domains(self) -> list[str]:
         return list(self.prompts)
 
     def prompt_ids(self, domain: str) -> list[list[int]]:
-        return [tokenizer.encode(text) for text in self.prompts[domain]]
+        return [self.encode(text) for text in self.prompts[domain]]
 
     def heldout(self) -> dict[str, str]:
         """Held-out text per domain (for loss)."""
