@@ -148,6 +148,34 @@ def check(kit, name: str, prompts: dict[str, list[list[int]]], past, read_second
             "gate_strict": report.gate(strict=True), "rows": rows}
 
 
+def compare(runs: dict[str, dict], console) -> list[dict] | None:
+    """With both targets checked: per domain, what the update does (the guard's own v1 and v2 figures, not the
+    history's few prompts) and which domains it newly fails: in v2's gate (strict: below break-even or to
+    re-distill) and not in v1's."""
+    if not {"v1", "v2"} <= set(runs):
+        return None
+    v1 = {r["domain"]: r for r in runs["v1"]["rows"]}
+    table = Table(title="what v2 changes: the guard's figures under v1 and v2, and the domains the update fails")
+    for column in ("domain", "predicted v1", "predicted v2", "change", "relative", "live v1", "live v2", "action v1",
+                   "action v2", "failed by the update"):
+        table.add_column(column, justify="right" if column.startswith(("pred", "live", "change", "rel")) else "left")
+    out = []
+    for r in runs["v2"]["rows"]:
+        old = v1[r["domain"]]
+        newly = r["domain"] in runs["v2"]["gate_strict"] and r["domain"] not in runs["v1"]["gate_strict"]
+        out.append({"domain": r["domain"], "predicted_v1": old["predicted"], "predicted_v2": r["predicted"],
+                    "change": r["predicted"] - old["predicted"],
+                    "relative": r["predicted"] / old["predicted"] - 1 if old["predicted"] else None, "live_v1": old["live"], "live_v2": r["live"],
+                    "verdict_v1": old["verdict"], "verdict_v2": r["verdict"], "failed_by_update": newly})
+        table.add_row(r["domain"], f"{old['predicted']:.3f}", f"{r['predicted']:.3f}",
+                      f"{r['predicted'] - old['predicted']:+.3f}",
+                      f"{r['predicted'] / old['predicted'] - 1:+.0%}" if old["predicted"] else "",
+                      f"{old['live']:.3f}", f"{r['live']:.3f}",
+                      old["action"], r["action"], "yes" if newly else "")
+    console.print(table)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="kit",
@@ -187,6 +215,7 @@ def main() -> None:
         past = current_history(store, kit.versions["draft"], None, time.time() - 86400, time.time(), 8)
     read_seconds = time.perf_counter() - began
     runs = {name: check(kit, name, prompts, past, read_seconds, args, console) for name in targets}
+    changes = compare(runs, console)
     last = runs.get("v2") or runs[targets[-1]]
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(json.dumps({
@@ -196,6 +225,7 @@ def main() -> None:
         "live_seconds": last["live_seconds"], "goal_seconds": 60, "goal_diff": 0.05,
         "within_goal": last["within_goal"], "cost_ratio": last["cost_ratio"], "failed": last["failed"],
         "versions": kit.versions, "target_v2": kit.manifest.get("target_v2"), "rows": last["rows"], "runs": runs,
+        "changes": changes,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"python": platform.python_version(), "torch": torch.__version__,
                     "processor": platform.processor() or platform.machine()}}, indent=2))
