@@ -21,7 +21,7 @@ target v2 (it should flag logs alone), results in bench/results/guard_<model>.js
 Not a test: prints a table and writes bench/results/guard.json.
 
     python bench/guard.py [--prompts 200] [--history 8] [--threads 1] [--batch-size 64]
-    python bench/guard.py --model smollm2-135m [--prompts 168] [--tokens 32] [--history 2] [--batch-size 16]
+    python bench/guard.py --model smollm2-135m --prompts 112 --tokens 32 --history 2 --batch-size 16  # ~15 min
 """
 
 from __future__ import annotations
