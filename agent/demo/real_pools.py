@@ -59,8 +59,12 @@ class RealPools:
                                  lora=self.lora_path, lora_scale=0.0, port=free_port())
 
     def start(self) -> "RealPools":
-        for name, config in self.configs.items():
-            self.servers[name] = LlamaServer(config, log_path=self.work / f"{name}.log").start()
+        try:
+            for name, config in self.configs.items():
+                self.servers[name] = LlamaServer(config, log_path=self.work / f"{name}.log").start()
+        except BaseException:
+            self.stop()  # the ones already up
+            raise
         return self
 
     def urls(self) -> dict[str, str]:

@@ -6,6 +6,7 @@ re-distillation of the draft against v2 from the live sample (agent/demo/real_re
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,9 @@ class LiveWorld:
         self.db = f"sqlite:///{self.work / 'proxy.db'}"
         self.started = time.time()
         self.rounds = 0
+        # target v2 for the guard, copied as the pools' adapter file is (a retrained one may land mid-run)
+        self.lora = self.work / "lora-v2-peft"
+        shutil.copytree(model.lora, self.lora)
         self.pools = RealPools(model, self.work).start()
         try:
             self.proxy = ProxyProcess(self.pools.urls(), self.db, self.work / "proxy.log",
@@ -79,7 +83,7 @@ class LiveWorld:
         from agent.guard.history import stored_history
         from agent.guard.report import guard
         from agent.kit.load import load_model
-        from agent.pretrained.target_v2 import load_v2
+        from agent.pretrained import lora
         from agent.pretrained.teacher import chat_ids
         from policies.rollout import StepCost
 
@@ -91,7 +95,8 @@ class LiveWorld:
         draft_version, target_version = pools[DRAFT_POOL]["draft_version"], pools[DRAFT_POOL]["target_version"]
         history = stored_history(self.db, draft_version, target_version, self.started - 60, time.time() + 60, 8)
         cost = history.cost or StepCost.from_ratio(self.o.cost_ratio)
-        target, draft = load_v2(self.model), load_model(self.draft, device="cpu", dtype="float32")
+        target = lora.merge(lora.load(load_model(self.model.hf, device="cpu", dtype="float32"), self.lora))
+        draft = load_model(self.draft, device="cpu", dtype="float32")
         report = guard(target, draft, sample, history, cost, versions=("target v2", draft_version),
                        cost_source="history" if history.cost else "assumed", lookahead=3,
                        new_tokens=self.o.guard_tokens, batch_size=16, pad_id=tokenizer.pad_token_id or 0)
