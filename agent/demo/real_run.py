@@ -59,7 +59,7 @@ class RealResult:
     distill: dict | None
     stale: dict | None  # the first StaleDraft after the update: domain, delay, summary, names both versions
     moved: dict | None  # when the stale domain's traffic left its pool (moved_at)
-    back: bool  # the stale domain was on a speculating pool at the end of phase 3
+    back: bool  # the stale domain had left its pool in phase 2 and was on a speculating one at phase 3's end
     stages: dict[str, float] = field(default_factory=dict)  # seconds of each stage
     versions: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -114,14 +114,17 @@ class RealDemo:
                   f"{distill.get('total_seconds', 0):.0f} s")
         back, spent = False, 0.0
         domain = moved_domain(stale, p)
+        # Back means it had left: a domain that never left its pool runs phase 3's whole time (the new draft's
+        # figures are then the point), never "back" after one round.
         while spent < p.phase3 and not back:
             chunk = min(p.chunk, p.phase3 - spent)
             self.phases[PHASES[2]] += self._timed("phase 3", lambda: w.traffic(2, chunk))
             spent += chunk
             mine = [r for r in sorted(self.phases[PHASES[2]], key=lambda r: r["started"])
                     if r["domain"] == domain and r.get("error") is None]
-            back = bool(mine) and mine[-1].get("pool") not in (None, "off")
-        self.note(f"phase 3: {domain} {'back on a speculating pool' if back else 'still not speculating'}")
+            back = moved is not None and bool(mine) and mine[-1].get("pool") not in (None, "off")
+        self.note(f"phase 3: {domain} " + ("back on a speculating pool" if back else "never left its pool"
+                                           if moved is None else "still not speculating"))
         return RealResult(phase_rows(self.phases), self.events, w.alerts(), report, distill, stale, moved, back,
                           {k: round(v, 1) for k, v in self.stages.items()}, {"v1": v1, "v2": v2})
 

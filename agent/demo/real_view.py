@@ -69,5 +69,6 @@ def print_real(out: Console, result: RealResult) -> None:
         out.print(f"re-distilled: {d['steps']} steps on {sum(d['prompts'].values())} sampled prompts, loss "
                   f"{d['loss']}, {d['total_seconds']:.0f} s ({d['seconds']}), new draft {d['version'][:12]}",
                   highlight=False)
-    out.print(f"speculation back on the stale domain: {'yes' if result.back else 'no'}")
+    out.print("speculation back on the stale domain: " + ("yes" if result.back else "no" if result.moved else
+                                                           "it never left the draft pool"))
     out.print("stages (s): " + ", ".join(f"{k} {v:.0f}" for k, v in result.stages.items()), highlight=False)

@@ -94,11 +94,14 @@ class LiveWorld:
         pools = {p["name"]: p for p in self.proxy.pools()}
         draft_version, target_version = pools[DRAFT_POOL]["draft_version"], pools[DRAFT_POOL]["target_version"]
         history = stored_history(self.db, draft_version, target_version, self.started - 60, time.time() + 60, 8)
-        cost = history.cost or StepCost.from_ratio(self.o.cost_ratio)
+        # llama.cpp does not split a step's time between draft and verify: a cost the history fits from the
+        # proxy's records says nothing of the draft's share (it came out as c = 0), so c is assumed then
+        known = history.cost is not None and history.cost.ratio > 0.01
+        cost = history.cost if known else StepCost.from_ratio(self.o.cost_ratio)
         target = lora.merge(lora.load(load_model(self.model.hf, device="cpu", dtype="float32"), self.lora))
         draft = load_model(self.draft, device="cpu", dtype="float32")
         report = guard(target, draft, sample, history, cost, versions=("target v2", draft_version),
-                       cost_source="history" if history.cost else "assumed", lookahead=3,
+                       cost_source="history" if known else "assumed", lookahead=3,
                        new_tokens=self.o.guard_tokens, batch_size=16, pad_id=tokenizer.pad_token_id or 0)
         del target, draft
         return {"failed": report.failed, "title": report.title, "rows": report.rows(),

@@ -92,6 +92,14 @@ def test_without_stale_draft_phase_two_runs_its_whole_time_and_says_so():
     assert out.stale is None and out.moved is None and out.back is False
 
 
+def test_a_domain_that_never_left_is_not_back_and_phase_three_runs_its_whole_time():
+    world = FakeWorld(fire_after=1, move_after=99, back_after=1)
+    out = RealDemo(RealPlan(phase1=10, phase2=20, phase3=30, chunk=10), world).run()
+    assert out.stale is not None and out.moved is None
+    assert out.back is False
+    assert [c for c in world.calls if c.startswith("traffic 2")] == ["traffic 2 10"] * 3
+
+
 def test_stale_draft_from_before_the_update_is_not_the_update_s():
     world = FakeWorld(fire_after=None, move_after=1)
     world.alerts = lambda: [stale_alert(world.updated - 1.0 if world.updated else 0.0)]
