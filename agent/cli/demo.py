@@ -19,7 +19,7 @@ class IngestMode(str, Enum):
 
 
 EXAMPLE = ("Examples: specwatch demo  |  specwatch demo --quick  |  "
-           "specwatch demo --db sqlite:///demo.db --no-redistill --format json")
+           "specwatch demo --db sqlite:///demo.db --no-redistill --format json  |  specwatch demo --real")
 
 
 def demo(
@@ -41,6 +41,12 @@ def demo(
                          "decoding thread only queues each step, as in `specwatch serve`) or inline (on the "
                          "decoding thread).")] = IngestMode.background,
     fmt: Annotated[Format, typer.Option("--format", help="Summary as table, json or csv.")] = Format.table,
+    real: Annotated[bool, typer.Option(
+        "--real", help="The same story on the real model (SmolLM2-135M, `make real`) through llama.cpp "
+                       "(`make engine`) and `specwatch proxy`: pools off, k3 (draft) and k8 (n-gram), replayed "
+                       "mixed traffic, the guard on the live prompt sample before the update, re-distillation "
+                       "from it after; about 5 minutes. --db, --size, --threads and --ingest do not apply (the "
+                       "proxy keeps its own database beside the run's files).")] = False,
 ) -> None:
     """Serve a mixed-domain workload (code, prose, logs) through real speculative decoding of the local
     model kit, with the sidecar choosing K per step and recording everything in the database. Mid-run the
@@ -57,6 +63,8 @@ def demo(
     from agent.demo.watch import Interrupted, watch
     from agent.kit.load import KitNotBuiltError
 
+    if real:
+        return _real(quick, fmt)
     if size not in ("full", "tiny"):
         raise fail(f"--size: expected full or tiny, got {size!r}")
     plan = DemoPlan(size=size, redistill=redistill, seed=seed, background=ingest is IngestMode.background)
@@ -76,3 +84,27 @@ def demo(
         emit_rows(summary_rows(result.tally, plan.domains), fmt)
     else:
         print(json.dumps(result_json(result, plan.domains), indent=2))
+
+
+def _real(quick: bool, fmt: Format) -> None:
+    from dataclasses import asdict
+
+    from agent.demo.real_run import RealPlan
+    from agent.demo.real_view import print_real, run_real
+    from agent.demo.real_world import WorldOptions
+    from agent.engines.llamacpp import LlamaServerError
+    from agent.pretrained.prepare import ModelMissingError
+
+    plan = RealPlan(phase1=40.0, phase2=40.0, phase3=30.0) if quick else RealPlan()
+    try:
+        result = run_real(plan, WorldOptions(), console if fmt is Format.table else errors)
+    except (ModelMissingError, FileNotFoundError, LlamaServerError) as exc:
+        raise fail(str(exc))
+    except KeyboardInterrupt:
+        raise fail("interrupted", 130)
+    if fmt is Format.table:
+        print_real(console, result)
+    elif fmt is Format.csv:
+        emit_rows([{k: v for k, v in r.items() if k != "pool_counts"} for r in result.rows], fmt)
+    else:
+        print(json.dumps(asdict(result), indent=2))

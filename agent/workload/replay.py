@@ -23,7 +23,7 @@ import httpx
 from agent.workload import prompts as prompt_sets
 from agent.workload.mix import Schedule, choose
 from agent.workload.prompts import Prompt
-from agent.workload.requests import APIS, Sampling, body, generated_tokens, prompt_tokens
+from agent.workload.requests import APIS, Sampling, body, draft_counts, generated_tokens, prompt_tokens
 
 # The header `specwatch proxy` takes a request's domain from (DESIGN.md; agent/proxy/domains.py reads it, a
 # floor above this module, so the name is written here too and a test keeps the two equal).
@@ -79,6 +79,8 @@ class Result:
     prompt_tokens: int = 0
     pool: str | None = None
     error: str | None = None
+    drafted: int = 0  # the engine's own count, when its answer carries one (llama.cpp's timings)
+    accepted: int = 0
 
     @property
     def ok(self) -> bool:
@@ -211,6 +213,7 @@ async def send(client: httpx.AsyncClient, config: ReplayConfig, prompt: Prompt, 
         if not isinstance(data, dict):
             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         return Result(**base, seconds=seconds, status=answer.status_code, pool=pool,
-                      tokens=generated_tokens(config.api, data), prompt_tokens=prompt_tokens(config.api, data))
+                      tokens=generated_tokens(config.api, data), prompt_tokens=prompt_tokens(config.api, data),
+                      **draft_counts(data))
     except (httpx.HTTPError, ValueError) as exc:  # ValueError: an answer that is not JSON
         return Result(**base, seconds=time.monotonic() - start, error=f"{type(exc).__name__}: {exc}"[:300])

@@ -71,3 +71,13 @@ def generated_tokens(api: str, answer: dict) -> int:
 def prompt_tokens(api: str, answer: dict) -> int:
     """Prompt tokens the engine read (OpenAI's ``usage.prompt_tokens``); 0 when it does not say."""
     return int((answer.get("usage") or {}).get("prompt_tokens") or 0) if api == "chat" else 0
+
+
+def draft_counts(answer: dict) -> dict[str, int]:
+    """Drafted and accepted tokens the engine reports in its answer (llama.cpp's ``timings.draft_n`` and
+    ``draft_n_accepted``, which pass through `specwatch proxy`); zeros when it reports none."""
+    timings = answer.get("timings")
+    if not isinstance(timings, dict):
+        return {"drafted": 0, "accepted": 0}
+    return {key: int(timings.get(name) or 0) for key, name in (("drafted", "draft_n"),
+                                                               ("accepted", "draft_n_accepted"))}

@@ -1,7 +1,7 @@
 """A stand-in OpenAI-compatible endpoint for the replay driver's tests: POST /v1/chat/completions and POST
 /v1/generate. It keeps every request (path, headers, body), counts the requests in flight, and answers after
 ``delay`` seconds with ``max_tokens`` minus the number of messages as the generated token count (so a test
-can check the driver's sums); requests of a domain in ``failing`` get a 503."""
+can check the driver's sums), and for ``code`` llama.cpp's timings with twice that drafted and that accepted; requests of a domain in ``failing`` get a 503."""
 
 from __future__ import annotations
 
@@ -38,8 +38,11 @@ class StandIn:
         if domain in self.failing:
             return JSONResponse({"error": {"message": "overloaded"}}, status_code=503)
         n = body["max_tokens"] - len(body["messages"])
-        return JSONResponse({"object": "chat.completion", "usage": {"completion_tokens": n, "prompt_tokens": 9},
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok " * n}}]})
+        answer = {"object": "chat.completion", "usage": {"completion_tokens": n, "prompt_tokens": 9},
+                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok " * n}}]}
+        if domain == "code":  # llama.cpp's timings, as they pass through `specwatch proxy`
+            answer["timings"] = {"predicted_n": n, "draft_n": 2 * n, "draft_n_accepted": n}
+        return JSONResponse(answer)
 
     async def generate(self, request: Request) -> JSONResponse:
         body, domain = await self._take(request)

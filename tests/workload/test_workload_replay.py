@@ -62,6 +62,16 @@ def test_every_request_carries_its_prompts_domain_and_concurrency_is_reached_not
     assert {r.prompt_id for r in run.results} <= heldout
 
 
+def test_the_engines_drafted_and_accepted_counts_are_kept_when_its_answer_carries_them(stand_in):
+    _, url = stand_in()
+    run = replay(ReplayConfig(url=url, schedule=schedule("code=1,chat=1"), requests=12, concurrency=2))
+    code = [r for r in run.results if r.domain == "code"]
+    chat = [r for r in run.results if r.domain == "chat"]
+    assert code and chat
+    assert all(r.drafted == 2 * r.tokens and r.accepted == r.tokens > 0 for r in code)
+    assert all(r.drafted == r.accepted == 0 for r in chat)
+
+
 def test_one_at_a_time_means_one_at_a_time(stand_in):
     server, url = stand_in(delay=0.02)
     run = replay(ReplayConfig(url, schedule("chat"), concurrency=1, requests=6))
