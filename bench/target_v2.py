@@ -36,7 +36,8 @@ from agent.engines.llamacpp import LlamaServer, LlamaServerConfig  # noqa: E402
 from agent.pretrained import logs, v2_compare  # noqa: E402
 from agent.pretrained.prepare import Prepared  # noqa: E402
 from agent.workload import prompts as workload  # noqa: E402
-from agent.proxy.versions import FileVersions, lora_adapters, with_adapters  # noqa: E402
+from agent.proxy.engines.llamacpp import lora_adapters  # noqa: E402
+from agent.proxy.versions import FileVersions, with_adapters  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "target_v2.json"
 DOMAINS = ("code", "edit", "extract", "chat", "json", "copy", logs.DOMAIN)

@@ -104,7 +104,7 @@ def train_adapter(model, examples: list[v2_data.Example], pad: int, *, steps: in
 
 
 def build_v2(prepared: Prepared, *, steps: int = 60, spec: lora.LoraSpec = lora.LoraSpec(), lr: float = 2e-3,
-             replay_per_domain: int = 16, seed: int = 0, say: Callable[[str], None] = print,
+             replay_per_domain: int = 24, seed: int = 0, say: Callable[[str], None] = print,
              data_progress: Callable[[int, int], None] | None = None, progress: Progress | None = None) -> dict:
     """Train target v2's adapter for ``prepared`` and write it under its folder (PEFT and GGUF); what was
     built (versions, files, figures). The model's manifest names it from then on."""

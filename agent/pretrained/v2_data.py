@@ -45,7 +45,7 @@ def kept_domains() -> list[str]:
     return [d for d in workload.domains() if d != logs.DOMAIN]
 
 
-def replayed(model, tokenizer, per_domain: int = 16, new_tokens: int = 48, seed: int = 0,
+def replayed(model, tokenizer, per_domain: int = 24, new_tokens: int = 48, seed: int = 0,
              progress: Callable[[int, int], None] | None = None) -> list[Example]:
     """``per_domain`` training prompts of each unchanged domain (a seeded sample), answered by ``model``
     (target v1) greedily, up to ``new_tokens`` tokens."""
