@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -55,11 +57,14 @@ class LoraLinear(nn.Module):
         super().__init__()
         self.base = base
         self.scale = scale
+        self.enabled = True  # False: the base layer alone (target v1), as ``disabled`` sets it
         self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, dtype=base.weight.dtype))
         self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # PEFT's initialisation of A
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return self.base(x)
         return self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scale
 
     def delta(self) -> torch.Tensor:
@@ -87,6 +92,20 @@ def attach(model: nn.Module, spec: LoraSpec = LoraSpec()) -> dict[str, LoraLinea
 def layers(model: nn.Module) -> dict[str, LoraLinear]:
     """The adapted layers of ``model`` by module path."""
     return {name: m for name, m in model.named_modules() if isinstance(m, LoraLinear)}
+
+
+@contextmanager
+def disabled(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` without its adapters inside the block (the base model: target v1), as it was after."""
+    found = list(layers(model).values())
+    before = [layer.enabled for layer in found]
+    for layer in found:
+        layer.enabled = False
+    try:
+        yield model
+    finally:
+        for layer, was in zip(found, before):
+            layer.enabled = was
 
 
 def merge(model: nn.Module) -> nn.Module:

@@ -1,8 +1,8 @@
 """Target v2 of a pretrained model: target v1 plus a LoRA adapter that answers one domain in a new format.
 
 ``build_v2`` fine-tunes an adapter (agent/pretrained/lora.py) on the examples of agent/pretrained/v2_data.py
-(logs answered in the new log format; copy and chat answered as v1 answers them), next-token cross-entropy on
-answer tokens only, and writes it twice: for transformers (PEFT layout, float16) and for llama.cpp (a GGUF
+(logs answered in the new log format; the other workload domains answered as v1 answers them): cross-entropy
+on the new answers, KL to v1 on the others' (answer tokens only), and writes it twice: for transformers (PEFT layout, float16) and for llama.cpp (a GGUF
 LoRA adapter, ``--lora``). ``load_v2`` gives the merged v2 model for in-process decoding and the guard.
 
 Versions: llama.cpp serves v2 as the base GGUF plus the adapter file; both are hashed, so the served target
@@ -43,52 +43,68 @@ def batch_tensors(examples: list[v2_data.Example], pad: int) -> tuple[torch.Tens
     return ids, mask, labels
 
 
-def answer_loss(model, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy (nats per answer token); the output layer runs on answer positions only (it is a fifth
-    of SmolLM2-135M's weights, and most positions are prompt)."""
+def answer_logits(model, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Logits at the answer positions only (the output layer is a fifth of SmolLM2-135M's weights, and most
+    positions are prompt)."""
     hidden = model.model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
-    scored = labels != -100
-    logits = model.lm_head(hidden[scored])
-    return F.cross_entropy(logits.float(), labels[scored])
+    return model.lm_head(hidden[labels != -100])
+
+
+def answer_loss(model, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy on the answer tokens (nats per token): learn the new answers."""
+    return F.cross_entropy(answer_logits(model, ids, mask, labels).float(), labels[labels != -100])
+
+
+def kept_loss(model, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """KL(v1 || v2) over the whole vocabulary at the answer positions (nats per token), v1 being ``model`` with
+    its adapters off: keep every next-token distribution of the unchanged domains, not only the argmax of
+    v1's one answer (a greedy answer of a 135M model turns at the first near-tie that moves)."""
+    with torch.no_grad(), lora.disabled(model):
+        v1 = answer_logits(model, ids, mask, labels).float().log_softmax(-1)
+    v2 = answer_logits(model, ids, mask, labels).float().log_softmax(-1)
+    return F.kl_div(v2, v1, log_target=True, reduction="batchmean")
 
 
 def train_adapter(model, examples: list[v2_data.Example], pad: int, *, steps: int, lr: float = 1e-3,
-                  batch_size: int = 4, changed_share: float = 0.5, seed: int = 0, precision: str = "auto",
-                  progress: Progress | None = None) -> dict:
-    """Train the adapter attached to ``model`` in place: each batch draws ``changed_share`` of its examples
-    from the changed domain, the rest from the replayed ones. What was done (loss, seconds)."""
+                  changed: int = 2, kept: int = 4, kept_weight: float = 1.0, seed: int = 0,
+                  precision: str = "auto", progress: Progress | None = None) -> dict:
+    """Train the adapter attached to ``model`` in place. Each step: cross-entropy on ``changed`` examples of
+    the changed domain plus ``kept_weight`` x KL(v1 || v2) on ``kept`` replayed examples of the others
+    (``kept_loss``). What was done (both losses, seconds)."""
     rng = random.Random(seed)
     change = [e for e in examples if e.domain == logs.DOMAIN]
     keep = [e for e in examples if e.domain != logs.DOMAIN]
-    n_change = max(1, round(batch_size * changed_share)) if keep else batch_size
+    if not change:
+        raise ValueError("examples: none of the changed domain")
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
     bf16 = resolve_precision(precision) == "bfloat16"
-    smooth, began = float("nan"), time.perf_counter()
+    smooth = {"ce": float("nan"), "kl": float("nan")}
+    began = time.perf_counter()
     model.train()
     for step in range(steps):
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, steps, lr, warmup=max(1, steps // 10))
-        chosen = rng.sample(change, min(n_change, len(change))) + rng.sample(keep, min(batch_size - n_change,
-                                                                                        len(keep)))
-        ids, mask, labels = batch_tensors(chosen, pad)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = answer_loss(model, ids, mask, labels)
+            ce = answer_loss(model, *batch_tensors(rng.sample(change, min(changed, len(change))), pad))
+            kl = (kept_loss(model, *batch_tensors(rng.sample(keep, min(kept, len(keep))), pad))
+                  if keep and kept else torch.zeros((), dtype=ce.dtype))
+        loss = ce + kept_weight * kl
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
-        value = float(loss.detach())
-        smooth = value if math.isnan(smooth) else 0.9 * smooth + 0.1 * value
+        for key, value in (("ce", float(ce.detach())), ("kl", float(kl.detach()))):
+            smooth[key] = value if math.isnan(smooth[key]) else 0.9 * smooth[key] + 0.1 * value
         if progress is not None:
-            progress(step + 1, steps, smooth)
+            progress(step + 1, steps, smooth["ce"] + kept_weight * smooth["kl"])
     model.eval()
-    return {"loss": round(smooth, 4), "train_seconds": round(time.perf_counter() - began, 1),
-            "precision": "bfloat16" if bf16 else "float32"}
+    return {"loss": round(smooth["ce"], 4), "kl_to_v1": round(smooth["kl"], 4),
+            "train_seconds": round(time.perf_counter() - began, 1), "precision": "bfloat16" if bf16 else "float32"}
 
 
 def build_v2(prepared: Prepared, *, steps: int = 60, spec: lora.LoraSpec = lora.LoraSpec(), lr: float = 2e-3,
-             replay_per_domain: int = 32, seed: int = 0, say: Callable[[str], None] = print,
+             replay_per_domain: int = 24, seed: int = 0, say: Callable[[str], None] = print,
              data_progress: Callable[[int, int], None] | None = None, progress: Progress | None = None) -> dict:
     """Train target v2's adapter for ``prepared`` and write it under its folder (PEFT and GGUF); what was
     built (versions, files, figures). The model's manifest names it from then on."""
@@ -100,7 +116,9 @@ def build_v2(prepared: Prepared, *, steps: int = 60, spec: lora.LoraSpec = lora.
     tokenizer = AutoTokenizer.from_pretrained(prepared.hf)
     model = load_model(prepared.hf, device="cpu", dtype="float32")
     torch.manual_seed(seed)
-    say(f"{prepared.name}: target v1's own answers to {2 * replay_per_domain} copy and chat training prompts")
+    kept = v2_data.kept_domains()
+    say(f"{prepared.name}: target v1's own answers to {replay_per_domain} training prompts of each of "
+        f"{', '.join(kept)}")
     examples = v2_data.changed(tokenizer)
     examples += v2_data.replayed(model, tokenizer, replay_per_domain, seed=seed, progress=data_progress)
     lora.attach(model, spec)

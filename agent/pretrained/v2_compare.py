@@ -1,4 +1,5 @@
-"""How target v2 differs from v1, per domain: greedy answers from an engine, and the draft's acceptance on each.
+"""How target v2 differs from v1, per domain: greedy answers from an engine (or from transformers in-process),
+and the draft's acceptance on each.
 
 In greedy speculation a drafted token is accepted exactly when it is the token the target writes next, so the
 draft's per-token acceptance against a target is the share of the target's answer tokens that the draft,
@@ -13,8 +14,9 @@ from typing import Callable, Sequence
 
 import torch
 
-from agent.pretrained.prompts import Prompt
+from agent.pretrained.draft import teacher_streams
 from agent.pretrained.teacher import chat_ids, engine_streams
+from agent.workload.prompts import Prompt
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,13 @@ def answers(base_url: str, tokenizer, prompts: Sequence[Prompt], new_tokens: int
     """The engine's greedy answers to ``prompts``, in order."""
     streams = engine_streams(base_url, tokenizer, [p.messages for p in prompts], new_tokens, concurrency,
                              progress)
+    return [Answer(p, tuple(s), len(chat_ids(tokenizer, p.messages))) for p, s in zip(prompts, streams)]
+
+
+def local_answers(model: torch.nn.Module, tokenizer, prompts: Sequence[Prompt], new_tokens: int = 48,
+                  progress: Callable[[int, int], None] | None = None) -> list[Answer]:
+    """``model``'s greedy answers to ``prompts`` in-process (transformers, batched), in order."""
+    streams = teacher_streams(model, tokenizer, [p.messages for p in prompts], new_tokens, progress=progress)
     return [Answer(p, tuple(s), len(chat_ids(tokenizer, p.messages))) for p, s in zip(prompts, streams)]
 
 

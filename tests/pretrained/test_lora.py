@@ -8,7 +8,7 @@ import torch
 from tiny_models import llama
 
 from agent.pretrained import lora
-from agent.pretrained.target_v2 import answer_loss, batch_tensors, train_adapter
+from agent.pretrained.target_v2 import answer_loss, batch_tensors, kept_loss, train_adapter
 from agent.pretrained.v2_data import Example
 
 IDS = torch.tensor([[1, 5, 9, 3, 7, 2, 11, 4]])
@@ -84,7 +84,7 @@ def test_only_the_adapter_trains_and_it_learns_the_answer():
     ids, mask, labels = batch_tensors([example], pad=0)
     assert labels.tolist() == [[-100, -100, -100, 12, 13, 14]]
     before = float(answer_loss(model, ids, mask, labels).detach())
-    train_adapter(model, [example], pad=0, steps=100, lr=5e-2, batch_size=1, precision="float32")
+    train_adapter(model, [example], pad=0, steps=100, lr=5e-2, changed=1, kept=0, precision="float32")
     assert float(answer_loss(model, ids, mask, labels).detach()) < before / 4
     with torch.no_grad():
         guessed = model(input_ids=ids, attention_mask=mask).logits[0, 3:].argmax(-1).tolist()
@@ -92,6 +92,42 @@ def test_only_the_adapter_trains_and_it_learns_the_answer():
     for name, p in base.named_parameters():
         mine = name.replace(".weight", ".base.weight") if name.rsplit(".", 2)[-2] in lora.TARGETS else name
         assert torch.equal(model.get_parameter(mine), p), name
+
+
+def test_disabled_gives_the_base_model_back_inside_the_block_only():
+    base = llama()
+    adapted = _randomised(_adapted_model(base))
+    before = _logits(adapted)
+    with lora.disabled(adapted):
+        assert torch.equal(_logits(adapted), _logits(base))
+    assert torch.equal(_logits(adapted), before)
+
+
+def test_kept_loss_is_zero_for_a_fresh_adapter_and_positive_once_it_moves():
+    model = _adapted_model(llama())
+    batch = batch_tensors([Example("chat", (1, 5, 9, 3, 12, 13, 14), answer_start=4)], pad=0)
+    assert float(kept_loss(model, *batch).detach()) == pytest.approx(0.0, abs=1e-9)
+    _randomised(model)
+    assert float(kept_loss(model, *batch).detach()) > 1e-3
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.0])
+def test_the_kl_term_keeps_the_other_domains_distributions(weight):
+    """Learning a new answer on one domain moves the model elsewhere too; the KL term to v1 on a replayed
+    example of another domain holds that one close (weight 0, the term switched off, must not)."""
+    base = llama(logit_scale=50.0)
+    model = _adapted_model(base, lora.LoraSpec(rank=4, alpha=8.0))
+    change = Example("logs", (1, 5, 9, 3, 12, 13, 14), answer_start=4)
+    keep = Example("chat", (1, 7, 2, 10, 6, 2, 8), answer_start=4)
+    kept_batch = batch_tensors([keep], pad=0)
+    train_adapter(model, [change, keep], pad=0, steps=100, lr=5e-2, changed=1, kept=1, kept_weight=weight,
+                  precision="float32")
+    drift = float(kept_loss(model, *kept_batch).detach())
+    assert float(answer_loss(model, *batch_tensors([change], pad=0))) < 0.5  # the change is learnt either way
+    if weight:
+        assert drift < 0.5  # 0.07 when written; 15.8 with the term off
+    else:
+        assert drift > 5.0
 
 
 @pytest.mark.parametrize("kwargs, field", [({"rank": 0}, "rank"), ({"alpha": 0}, "alpha"),
