@@ -116,7 +116,6 @@ def real_setup(name: str, counts: tuple[int, int], mix: str | None) -> Setup:
     from transformers import AutoTokenizer
 
     from agent.kit.load import load_model
-    from agent.pretrained import logs
     from agent.pretrained.prepare import Prepared
     from agent.pretrained.target_v2 import load_v2
     from agent.pretrained.teacher import chat_ids
@@ -128,8 +127,7 @@ def real_setup(name: str, counts: tuple[int, int], mix: str | None) -> Setup:
         raise SystemExit(f"{name}: needs the transformers checkpoint, the draft and target v2's adapter: "
                          f"run specwatch models pretrained --name {name} --lora-v2")
     tokenizer = AutoTokenizer.from_pretrained(model.hf)
-    held = {d: prompts.load(d, "heldout") for d in prompts.domains()}
-    held[logs.DOMAIN] = logs.prompts("heldout")
+    held = {d: prompts.load(d, "heldout") for d in prompts.domains()}  # logs among them
     weights = list(parse_mix(mix).weights) if mix else [(d, 1.0) for d in held]
     unknown = [d for d, _ in weights if d not in held]
     if unknown:

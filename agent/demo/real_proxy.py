@@ -102,12 +102,8 @@ class ProxyProcess:
 
 
 def prompt_sets(domains: tuple[str, ...], split: str = "heldout") -> dict[str, list[Prompt]]:
-    """The workload's prompt sets of ``domains``; ``logs`` from agent/pretrained/logs.py (the domain target v2
-    changes) until the workload carries it."""
-    from agent.pretrained import logs
-
-    return {d: logs.prompts(split) if d == LOGS and d not in workload.domains() else workload.load(d, split)
-            for d in domains}
+    """The workload's prompt sets of ``domains`` (``logs``, the domain target v2 changes, among them)."""
+    return {d: workload.load(d, split) for d in domains}
 
 
 def send(url: str, schedule: Schedule, sets: dict[str, list[Prompt]], seconds: float, *, concurrency: int = 2,

@@ -4,7 +4,7 @@ the kit (bench/guard.py, bench/decoder.py: ``--model smollm2-135m``) run on the 
 - target v1: the transformers checkpoint (float32); target v2: the same with target v2's LoRA adapter merged
   (agent/pretrained/target_v2.py ``load_v2``: whichever adapter is installed); the draft: the distilled one;
 - versions: the weights versions of the three (agent/decoding/versions.py), as a kit's manifest has them;
-- prompts: the workload's held-out prompts per domain (agent/workload/) and ``logs`` (agent/pretrained/logs.py,
+- prompts: the workload's held-out prompts per domain (agent/workload/), ``logs`` among them (agent/pretrained/logs.py,
   the domain target v2 changes), each as text in the model's chat template. ``encode`` tokenizes that text
   without adding special tokens, which gives exactly the ids of agent/pretrained/teacher.py's ``chat_ids``;
 - manifest: the prepared model's, with the installed adapter's training.json under ``target_v2.training``.
@@ -26,8 +26,8 @@ DOMAINS = ("code", "edit", "extract", "chat", "json", "copy", logs.DOMAIN)
 
 
 def heldout(domain: str) -> list[workload.Prompt]:
-    """The held-out prompts of ``domain`` (a workload domain or ``logs``), in a fixed order."""
-    return logs.prompts("heldout") if domain == logs.DOMAIN else workload.load(domain, "heldout")
+    """The held-out prompts of ``domain`` (a workload domain; ``logs`` among them), in a fixed order."""
+    return workload.load(domain, "heldout")
 
 
 def from_prepared(prepared: Prepared, domains: tuple[str, ...] = DOMAINS) -> Kit:
