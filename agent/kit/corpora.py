@@ -1,6 +1,6 @@
 """Domain texts for the kit, a held-out split by file, and held-out prompts.
 
-Domains, from most to least predictable: ``logs`` (JSON-lines service logs, see :mod:`agent.kit.logs`),
+Domains, from most to least predictable: ``logs`` (JSON-lines service logs, see :mod:`agent.workload.sources.service_logs`),
 ``code`` (the Python standard library's .py sources) and ``prose`` (its docstrings and comments, pulled
 out with ``ast`` and ``tokenize``). ``logs-v2`` is the schema-2 log source that only target v2 trains on.
 
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.kit import logs, tokenizer
+from agent.kit import tokenizer
+from agent.workload.sources import service_logs as logs
 
 DOMAINS = ("code", "prose", "logs")
 SOURCES = DOMAINS + ("logs-v2",)

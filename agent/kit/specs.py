@@ -3,7 +3,7 @@
 ``full`` is the kit benchmarks run on (budget 8 minutes on 2 CPU cores; measured 6 minutes with bf16
 autocast on AMX, 12.5-16 minutes in float32 on 2-core AMD EPYCs); ``tiny`` is for tests (budget 30 seconds;
 measured about 5 seconds of training). Both train a Llama-style byte-level target, a much cheaper draft
-distilled from it, and target v2 (see :mod:`agent.kit.logs` for the story behind v2's data).
+distilled from it, and target v2 (see :mod:`agent.workload.sources.service_logs` for the story behind v2's data).
 """
 
 from __future__ import annotations

@@ -124,6 +124,10 @@ class Pools:
                 log.info("pool %s in rotation (K=%d, target %s, draft %s)", pool.name, pool.lookahead,
                          pool.target_version, pool.draft_version)
                 self._start_check(pool, client)  # it came up: will its answers carry their figures?
+                if pool.counters is not None and pool.counters.first is None:
+                    # pool-level from the start: read the counters now, before it takes a request, so that
+                    # every draft it makes in rotation is in a later delta (not in the first reading)
+                    await self._pool_level(pool, client)
             pool.healthy, pool.error = True, None
         pool.checked = time.time()
         after = (pool.healthy, pool.lookahead, pool.target_version, pool.draft_version)

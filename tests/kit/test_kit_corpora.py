@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from agent.kit import corpora, logs, tokenizer
+from agent.kit import corpora, tokenizer
+from agent.workload.sources import service_logs as logs
 from agent.kit.specs import TINY
 
 

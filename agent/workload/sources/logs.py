@@ -1,4 +1,4 @@
-"""``logs``: one JSON log line, as the kit's services write it (agent/kit/logs.py, schema 1: ``ts``, ``level``,
+"""``logs``: one JSON log line, as the kit's services write it (service_logs.py, schema 1: ``ts``, ``level``,
 ``service``, ``msg``, ``request_id``, ``latency_ms``, ``error``), with a request about it: rewrite it, parse
 it, say what it records. The domain the real model's target v2 changes (agent/pretrained/logs.py): v1 answers
 in prose or JSON of its choosing, v2 with the line in the new format. One prompt a line; the group is the line,
@@ -7,6 +7,7 @@ so a line never lands on both sides of the split."""
 from __future__ import annotations
 
 from agent.workload.sources.base import Item, user
+from agent.workload.sources.service_logs import stream
 
 LINES = 160  # one prompt a line: ~80 train, ~80 held out
 
@@ -22,10 +23,6 @@ TASKS = (
 
 def lines(n: int = LINES) -> list[str]:
     """``n`` schema-1 log lines, one per seed, in a fixed order."""
-    # Imported here: importing agent.kit loads transformers, which adds methods to the standard library's
-    # logging.Logger, and the copy set is written from logging's docstrings.
-    from agent.kit.logs import stream
-
     return [stream(seed, 1).splitlines()[0] for seed in range(n)]
 
 

@@ -1,4 +1,5 @@
-"""Synthetic service logs (JSON lines) from a seeded RNG: the kit's most predictable domain.
+"""Synthetic service logs (JSON lines) from a seeded RNG: the kit's most predictable domain (agent/kit/corpora.py)
+and the lines of the workload's ``logs`` prompt set (logs.py beside this module).
 
 Two schemas tell the kit's "target updated" story. Schema 1 is what the services wrote when target v1
 and its draft were trained. Then the platform moved to schema 2 (keys renamed and reordered, lower-case
