@@ -25,9 +25,8 @@ and writes bench/results/hf_generate.json.
 ``--model smollm2-135m``: the real pretrained model (``specwatch models pretrained``, agent/pretrained/):
 target v1 its transformers checkpoint (float32), the distilled draft (its transformers checkpoint), target v2
 v1 with the LoRA adapter merged (agent/pretrained/target_v2.py ``load_v2``: it answers ``logs`` in a new
-format, so the draft is stale there). The stream: the workload's held-out prompts (agent/workload/prompts.py:
-code, edit, extract, chat, json, copy) and agent/pretrained/logs.py's held-out ``logs`` prompts, put through
-the model's chat template, domains drawn by ``--mix`` weights (default: all alike). Two more arms:
+format, so the draft is stale there), through agent/pretrained/as_kit.py. The stream: the workload's held-out
+prompts (code, edit, extract, chat, json, copy and ``logs``), put through the model's chat template, domains drawn by ``--mix`` weights (default: all alike). Two more arms:
 - ``hf lookup``: transformers' prompt lookup (``prompt_lookup_num_tokens=10``, its generator's default N;
   n-grams up to 2, its default), no draft model;
 - ``specwatch lookup``: the same prompt lookup with its cap chosen by a second sidecar of its own
@@ -112,39 +111,26 @@ def kit_setup(size: str, plan: DemoPlan) -> Setup:
 
 
 def real_setup(name: str, counts: tuple[int, int], mix: str | None) -> Setup:
-    """The pretrained model (module docstring): held-out prompts of every workload domain and ``logs``."""
-    from transformers import AutoTokenizer
-
-    from agent.kit.load import load_model
-    from agent.pretrained.prepare import Prepared
-    from agent.pretrained.target_v2 import load_v2
-    from agent.pretrained.teacher import chat_ids
-    from agent.workload import prompts
+    """The pretrained model (module docstring) in the kit's shape (agent/pretrained/as_kit.py): held-out prompts
+    of every workload domain, ``logs`` among them."""
+    from agent.pretrained import as_kit
     from agent.workload.mix import parse_mix
 
-    model = Prepared.read(name)
-    if model.hf is None or model.draft is None or model.lora is None:
-        raise SystemExit(f"{name}: needs the transformers checkpoint, the draft and target v2's adapter: "
-                         f"run specwatch models pretrained --name {name} --lora-v2")
-    tokenizer = AutoTokenizer.from_pretrained(model.hf)
-    held = {d: prompts.load(d, "heldout") for d in prompts.domains()}  # logs among them
-    weights = list(parse_mix(mix).weights) if mix else [(d, 1.0) for d in held]
-    unknown = [d for d, _ in weights if d not in held]
+    try:
+        kit = as_kit.load(name)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"{exc} (target v2 too: specwatch models pretrained --name {name} --lora-v2)") from exc
+    weights = list(parse_mix(mix).weights) if mix else [(d, 1.0) for d in kit.domains]
+    unknown = [d for d, _ in weights if d not in kit.prompts]
     if unknown:
-        raise SystemExit(f"--mix: no held-out prompts for {', '.join(unknown)} (there are: {', '.join(held)})")
+        raise SystemExit(f"--mix: no held-out prompts for {', '.join(unknown)} (there are: {', '.join(kit.domains)})")
 
     def requests(phase: int, rng: random.Random) -> list[tuple[str, list[int]]]:
         names, w = zip(*weights)
-        return [(d, chat_ids(tokenizer, list(rng.choice(held[d]).messages)))
-                for d in rng.choices(names, w, k=counts[phase])]
+        return [(d, kit.encode(rng.choice(kit.prompts[d]))) for d in rng.choices(names, w, k=counts[phase])]
 
-    v1 = load_model(model.hf, device="cpu", dtype="float32")
-    draft = load_model(model.draft, device="cpu", dtype="float32")
-    versions = {"target-v1": model.target_version, "draft": model.draft_version or "",
-                "target-v2": f"{model.target_version}+{model.lora_version}"}
-    warm = chat_ids(tokenizer, list(held["chat"][0].messages))
-    return Setup(name, v1, load_v2(model), draft, [d for d, _ in weights], requests, warm, versions, REAL_ARMS,
-                 weights)
+    return Setup(name, kit.target_v1, kit.target_v2, kit.draft, [d for d, _ in weights], requests,
+                 kit.prompt_ids("chat")[0], kit.versions, REAL_ARMS, weights)
 
 
 def drafts(draft, arms) -> dict[str, torch.nn.Module]:

@@ -8,7 +8,6 @@ tokenizer). Online Speculative Decoding (arXiv 2310.07177) does this continuousl
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Callable
@@ -36,9 +35,10 @@ def redistill(model, url: str, sample: dict[str, list[str]], out: Path, *, draft
 
     from agent.decoding.versions import weights_version
     from agent.kit.gguf import export_model
-    from agent.kit.load import load_model, quiet_progress
+    from agent.kit.load import load_model
     from agent.kit.train import WindowSampler, train
     from agent.pretrained.draft import stream_array
+    from agent.pretrained.shipped import save_draft
 
     seconds = {}
     began = time.perf_counter()
@@ -57,13 +57,7 @@ def redistill(model, url: str, sample: dict[str, list[str]], out: Path, *, draft
                    threads=threads)
     seconds["train"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    folder, gguf = Path(out) / "draft", Path(out) / "draft.gguf"
-    shutil.rmtree(folder, ignore_errors=True)
-    with quiet_progress():
-        student.save_pretrained(folder)
-    for f in Path(model.draft).glob("*"):
-        if f.name.startswith(("tokenizer", "chat_template", "special_tokens")):
-            shutil.copy(f, folder / f.name)
+    folder, gguf = save_draft(student, Path(out) / "draft", Path(model.draft)), Path(out) / "draft.gguf"
     export_model(folder, gguf, dtype="f16", name=f"specwatch-{model.name}-draft", tokenizer_from=model.target_gguf)
     seconds["export"] = time.perf_counter() - mark
     return {"version": weights_version(student), "draft_version_before": before, "steps": steps,

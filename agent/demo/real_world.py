@@ -83,7 +83,7 @@ class LiveWorld:
         from agent.guard.history import stored_history
         from agent.guard.report import guard
         from agent.kit.load import load_model
-        from agent.pretrained import lora
+        from agent.pretrained.target_v2 import load_v2
         from agent.pretrained.teacher import chat_ids
         from policies.rollout import StepCost
 
@@ -98,7 +98,7 @@ class LiveWorld:
         # proxy's records says nothing of the draft's share (it came out as c = 0), so c is assumed then
         known = history.cost is not None and history.cost.ratio > 0.01
         cost = history.cost if known else StepCost.from_ratio(self.o.cost_ratio)
-        target = lora.merge(lora.load(load_model(self.model.hf, device="cpu", dtype="float32"), self.lora))
+        target = load_v2(self.model, adapter=self.lora)
         draft = load_model(self.draft, device="cpu", dtype="float32")
         report = guard(target, draft, sample, history, cost, versions=("target v2", draft_version),
                        cost_source="history" if known else "assumed", lookahead=3,

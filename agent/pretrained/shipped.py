@@ -32,7 +32,6 @@ def install_draft(name: str, root: Path, target_gguf: Path, say: Callable[[str],
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from agent.kit.gguf import export_model
-    from agent.kit.load import quiet_progress
     from agent.kit.shipped import read_model
 
     m = manifest(name)
@@ -47,14 +46,23 @@ def install_draft(name: str, root: Path, target_gguf: Path, say: Callable[[str],
         config = AutoConfig.from_pretrained(folder(name))
         model = read_model(AutoModelForCausalLM.from_config(config), m["weights"], folder(name))
         tmp = out.with_name(".draft.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        with quiet_progress():
-            model.save_pretrained(tmp)
-        for f in (tokenizer_dir.glob("*") if tokenizer_dir is not None else ()):
-            if f.name.startswith(("tokenizer", "chat_template", "special_tokens")):
-                shutil.copy(f, tmp / f.name)
+        save_draft(model, tmp, tokenizer_dir)
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
         export_model(out, gguf, dtype="f16", name=f"specwatch-{name}-draft", tokenizer_from=target_gguf)
         done.write_text(json.dumps({"version": version}) + "\n")
     return {"version": version, "gguf": str(gguf.relative_to(root))}
+
+
+def save_draft(model, out: Path, tokenizer_dir: Path | None = None) -> Path:
+    """``model`` as a transformers checkpoint in ``out`` (replaced), with the tokenizer files of
+    ``tokenizer_dir`` (the target's or another draft folder's) beside its weights."""
+    from agent.kit.load import quiet_progress
+
+    shutil.rmtree(out, ignore_errors=True)
+    with quiet_progress():
+        model.save_pretrained(out)
+    for f in (tokenizer_dir.glob("*") if tokenizer_dir is not None else ()):
+        if f.name.startswith(("tokenizer", "chat_template", "special_tokens")):
+            shutil.copy(f, out / f.name)
+    return out

@@ -135,10 +135,11 @@ def build_v2(prepared: Prepared, *, steps: int = 60, spec: lora.LoraSpec = lora.
     return {**install_gguf(prepared.root, prepared.target_gguf, prepared.name), "training": info}
 
 
-def load_v2(prepared: Prepared, merged: bool = True) -> torch.nn.Module:
+def load_v2(prepared: Prepared, merged: bool = True, adapter: Path | None = None) -> torch.nn.Module:
     """Target v2 for transformers: the target checkpoint with the adapter (merged into the weights unless
-    ``merged`` is False)."""
-    if prepared.hf is None or prepared.lora is None:
+    ``merged`` is False). ``adapter``: a PEFT folder other than the installed one (a copy taken at a run's start)."""
+    adapter = adapter or prepared.lora
+    if prepared.hf is None or adapter is None:
         raise FileNotFoundError(f"{prepared.name}: no target v2 yet; run specwatch models pretrained --lora-v2")
-    model = lora.load(load_model(prepared.hf, device="cpu", dtype="float32"), prepared.lora)
+    model = lora.load(load_model(prepared.hf, device="cpu", dtype="float32"), adapter)
     return lora.merge(model) if merged else model
