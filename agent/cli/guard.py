@@ -60,8 +60,9 @@ def guard(
     (greedy: argmax agreement; sampling: sum of min(p, q)) is set beside the history under the current target
     (`--db`). Per domain: acceptance before and after, the predicted tokens/s ratio over plain decoding at the
     K to serve, and the action: keep speculation, lower K, turn off (below break-even at every K) or
-    re-distill first (a drop above `--max-drop`). Exits with 3 when any domain would fall below break-even
-    (`--strict`: or should re-distill first), so it can gate a rollout."""
+    re-distill first (a drop above `--max-drop`). Exits with 3 when the update would put a domain below
+    break-even (`--strict`: or it should re-distill first), so it can gate a rollout; a domain already below
+    break-even under the current target (its history at the same cost) is reported, not gated."""
     from agent.guard.run import GuardError, GuardOptions, run
 
     now = time.time()

@@ -12,6 +12,7 @@ from agent.cli.models import _bar, console, errors, models_app
 EXAMPLE = ("Example: specwatch models pretrained            # SmolLM2-135M-Instruct: GGUF, transformers "
            "checkpoint, distilled draft\n\n"
            "         specwatch models pretrained --distill --ship  # rebuild the draft (needs make engine)\n\n"
+           "         specwatch models pretrained --distill --from-draft --steps 200  # train the installed one further\n\n"
            "         specwatch models pretrained --lora-v2         # train target v2's LoRA adapter (minutes)")
 
 
@@ -23,6 +24,10 @@ def pretrained(
     distill: Annotated[bool, typer.Option("--distill", help=(
         "Distil a new draft: the target's answers from llama-server, then training (minutes).")) ] = False,
     steps: Annotated[int, typer.Option(min=1, help="Training steps with --distill.")] = 600,
+    per_domain: Annotated[int, typer.Option(min=1, help=(
+        "With --distill: training prompts a workload domain the target answers for the draft.")) ] = 64,
+    from_draft: Annotated[bool, typer.Option("--from-draft/--fresh", help=(
+        "With --distill: train the installed draft further instead of a fresh one.")) ] = False,
     lora_v2: Annotated[bool, typer.Option("--lora-v2", help=(
         "Train target v2: a LoRA adapter that answers log lines in a new format, other domains unchanged; "
         "written for transformers and as GGUF for llama-server --lora.")) ] = False,
@@ -39,14 +44,19 @@ def pretrained(
 
     say = lambda line: errors.print(line, highlight=False)  # noqa: E731 - progress on stderr
     try:
-        prepared = prepare(name, hf=hf or distill or lora_v2, draft=draft and not distill, say=say)
+        prepared = prepare(name, hf=hf or distill or lora_v2, draft=(draft and not distill) or from_draft, say=say)
         if distill:
             from agent.pretrained.rebuild import rebuild_draft
 
             with _bar(errors) as bar:
                 data = bar.add_task("teacher", total=None, loss="-")
                 task = bar.add_task("draft", total=steps, loss="-")
-                info = rebuild_draft(prepared, steps=steps, ship_it=ship, say=say,
+                start = prepared.draft if from_draft else None
+                if from_draft and start is None:
+                    raise ValueError("--from-draft: no draft is installed for this model (run without --fresh "
+                                     "first, or use --fresh)")
+                info = rebuild_draft(prepared, steps=steps, ship_it=ship, per_domain=per_domain, start=start,
+                                     say=say,
                                      data_progress=lambda d, n: bar.update(data, completed=d, total=n),
                                      progress=lambda d, n, loss: bar.update(task, completed=d, loss=f"{loss:.3f}"))
             if ship:

@@ -21,13 +21,21 @@ class DomainReport:
     before: float | None
     current_lookahead: int
     verdict: Verdict
+    was_off: bool = False  # below break-even already under the current target (its history, the same cost)
+
+    @property
+    def broken(self) -> bool:
+        """The update puts this domain below break-even: it is below after, and was not before (a domain
+        without history counts as broken: nothing says it was already below)."""
+        return self.verdict.below_break_even and not self.was_off
 
     def row(self) -> dict:
         v = self.verdict
         return {"domain": self.domain, "prompts": self.estimate.prompts, "positions": self.estimate.positions,
                 "before": self.before, "after": self.estimate.acceptance, "drop": v.drop,
                 "K now": self.current_lookahead, "K": v.lookahead, "tok/s ratio": v.speedup,
-                "break-even": v.break_even, "action": v.action}
+                "break-even": v.break_even,
+                "action": v.action + (" (already below break-even)" if v.below_break_even and self.was_off else "")}
 
 
 @dataclass(frozen=True)
@@ -43,12 +51,19 @@ class GuardReport:
 
     @property
     def failed(self) -> list[str]:
-        """Domains that would fall below break-even (the gate fails on any)."""
-        return [d.domain for d in self.domains if d.verdict.below_break_even]
+        """Domains the update would put below break-even (the gate fails on any). A domain already below
+        break-even under the current target is not among them: the update does not break it, and gating every
+        rollout on a domain where speculation does not pay anyway would block them all."""
+        return [d.domain for d in self.domains if d.broken]
+
+    @property
+    def already_off(self) -> list[str]:
+        """Domains below break-even after the update that already were before it (reported, not gated)."""
+        return [d.domain for d in self.domains if d.verdict.below_break_even and d.was_off]
 
     def gate(self, strict: bool = False) -> list[str]:
-        """Domains that fail the rollout gate: those below break-even and, ``strict``, those to re-distill
-        first."""
+        """Domains that fail the rollout gate: those the update puts below break-even and, ``strict``, those
+        to re-distill first."""
         return self.failed + ([d.domain for d in self.domains if d.verdict.verdict == "redistill"] if strict else [])
 
     def gate_message(self, gate: list[str]) -> str:
@@ -72,6 +87,7 @@ class GuardReport:
                 "cost_ratio": self.cost.ratio, "cost_source": self.cost_source,
                 "verify_ratio": [v / self.cost.verify[0] for v in self.cost.verify],
                 "temperature": self.temperature, "new_tokens": self.new_tokens, "failed": self.failed,
+                "already_off": self.already_off,
                 "domains": [{**d.row(), "verdict": d.verdict.verdict, "best_lookahead": d.verdict.best_lookahead,
                              "overlap": d.estimate.overlap / d.estimate.positions if d.estimate.positions else None,
                              "history_positions": h.domains[d.domain].reached if d.domain in h.domains else 0}
@@ -94,6 +110,7 @@ def guard(target, draft, prompts: dict[str, list[list[int]]], history: History, 
         current = lookahead if lookahead is not None else past.lookahead if past else DEFAULT_LOOKAHEAD
         before = past.acceptance if past else None
         verdict = judge(found[domain].acceptance, cost, current, before, config)
-        reports.append(DomainReport(domain, found[domain], before, current, verdict))
+        was_off = before is not None and judge(before, cost, current, None, config).below_break_even
+        reports.append(DomainReport(domain, found[domain], before, current, verdict, was_off))
     return GuardReport(versions[0], versions[1], history, cost, cost_source, params.temperature, new_tokens,
                        tuple(reports))

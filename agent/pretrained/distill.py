@@ -48,18 +48,26 @@ def load_streams(prepared: Prepared) -> tuple[list[list[int]], dict]:
 
 
 def build_draft(prepared: Prepared, out: Path, *, steps: int = 600, batch_size: int = 8, seq_len: int = 128,
-                lr: float = 2e-3, seed: int = 0, shape: DraftShape = DraftShape(),
+                lr: float = 2e-3, seed: int = 0, shape: DraftShape = DraftShape(), start: Path | None = None,
                 progress: Progress | None = None, threads: int = 0, precision: str = "auto") -> dict:
-    """Train a fresh draft on the saved teacher streams and save it to ``out``; what was done. A step costs
+    """Train a draft on the saved teacher streams and save it to ``out``; what was done. The draft is fresh
+    (``shape``, initialised from the target's embeddings) or, with ``start``, that draft folder's weights
+    trained further (its shape; ``lr`` halved, as a fine-tune). A step costs
     about 6 x 49,152 x 192 multiply-adds per token in the output layer alone, so batches are small (8 windows
     of 128 tokens) and bfloat16 is used where the CPU has it (``precision`` "auto")."""
     if prepared.hf is None:
         raise FileNotFoundError(f"{prepared.name}: the transformers checkpoint is needed (prepare without --no-hf)")
     streams, about = load_streams(prepared)
     began = time.perf_counter()
-    target = load_model(prepared.hf, device="cpu", dtype="float32")
-    draft = new_draft(target, shape, seed)
-    del target
+    if start is not None:
+        draft = load_model(Path(start), device="cpu", dtype="float32")
+        shape = DraftShape.of(draft.config)
+        started = weights_version(draft)
+        lr = lr / 2
+    else:
+        target = load_model(prepared.hf, device="cpu", dtype="float32")
+        draft, started = new_draft(target, shape, seed), None
+        del target
     tokens = stream_array(streams)
     sampler = WindowSampler({"teacher": tokens}, (("teacher", 1.0),), batch_size, seq_len, seed)
     result = train(draft, sampler, steps=steps, lr=lr, warmup=min(50, steps // 10),
@@ -67,7 +75,7 @@ def build_draft(prepared: Prepared, out: Path, *, steps: int = 600, batch_size: 
     out.mkdir(parents=True, exist_ok=True)
     draft.save_pretrained(out)
     info = {"version": weights_version(draft), "parameters": sum(p.numel() for p in draft.parameters()),
-            "shape": shape.__dict__, "steps": steps, "precision": precision, "batch_size": batch_size,
+            "shape": shape.__dict__, "started_from": started, "steps": steps, "precision": precision, "batch_size": batch_size,
             "seq_len": seq_len, "lr": lr, "loss": round(result.loss, 4), "loss_kind": "cross-entropy, nats",
             "train_seconds": round(result.seconds, 1), "tokens": int(tokens.size), "teacher": about,
             "seconds": round(time.perf_counter() - began, 1)}
@@ -92,9 +100,19 @@ def ship(prepared: Prepared, trained: Path, info: dict, acceptance: dict | None 
                 "version": weights_version(loaded), "trained_version": info["version"],
                 "parameters": info["parameters"], "weights": entry, "training": info,
                 "acceptance": acceptance, "environment": environment(),
-                "rebuild": f"specwatch models pretrained --name {prepared.name} --distill --ship"}
+                "rebuild": rebuild_command(prepared.name, info)}
     (where / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def rebuild_command(name: str, info: dict) -> str:
+    """The command that trains this draft again (a fine-tune names the draft version it started from)."""
+    per_domain = (info.get("teacher") or {}).get("per_domain")
+    command = f"specwatch models pretrained --name {name} --distill --steps {info['steps']}"
+    command += f" --per-domain {per_domain}" if per_domain else ""
+    if info.get("started_from"):
+        return command + f" --from-draft --ship  # with draft {info['started_from']} installed"
+    return command + " --ship"
 
 
 def tokens_of(streams: list[list[int]]) -> int:

@@ -38,6 +38,12 @@ class DraftShape:
         if self.hidden % self.heads or self.heads % self.kv_heads:
             raise ValueError("DraftShape: hidden must divide into heads, heads into kv_heads")
 
+    @classmethod
+    def of(cls, config) -> "DraftShape":
+        """The shape of a draft from its transformers config."""
+        return cls(config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
+                   config.num_key_value_heads, config.intermediate_size, config.max_position_embeddings)
+
 
 def new_draft(target: torch.nn.Module, shape: DraftShape = DraftShape(), seed: int = 0) -> torch.nn.Module:
     """A fresh draft for ``target`` (same vocabulary and special tokens), its embedding from the target's."""

@@ -182,3 +182,41 @@ def test_without_history_the_step_cost_is_measured_per_k(kit, tmp_path):
     assert len(report["verify_ratio"]) == 5 and report["verify_ratio"][0] == 1.0
     assert all(r > 0 for r in report["verify_ratio"]) and report["cost_ratio"] > 0
     assert {d["domain"]: d["verdict"] for d in report["domains"]}["code"] != "off"
+
+
+def _report_over(monkeypatch, before: dict, after: dict):
+    """The guard's report for acceptances ``after`` (the estimate) against a history ``before`` (None: no
+    history for that domain), at c = 0.25 and a verify of K costing 1 + 0.1 K plain steps."""
+    from agent.guard import report as rep
+    from agent.guard.history import Before, History
+    from policies.goodput import StepCost
+
+    found = {d: est.Estimate(8, 1000, a * 1000, a * 1000) for d, a in after.items()}
+    monkeypatch.setattr(rep, "estimate", lambda *a, **k: found)
+    history = History("v1", "d", {d: Before(a, 1000, 4, 250) for d, a in before.items() if a is not None}, None)
+    cost = StepCost(0.25, tuple(1 + 0.1 * k for k in range(9)))
+    return rep.guard(None, None, {d: [[1]] for d in after}, history, cost, versions=("v2", "d"),
+                     cost_source="history")
+
+
+def test_the_gate_fails_only_on_domains_the_update_puts_below_break_even(monkeypatch):
+    """json is below break-even before the update and after it: reported, not gated; logs falls below it with
+    the update: gated; chat stays above; extract has no history, so nothing says it was below: gated."""
+    report = _report_over(monkeypatch, {"json": 0.10, "logs": 0.80, "chat": 0.80, "extract": None},
+                          {"json": 0.09, "logs": 0.05, "chat": 0.79, "extract": 0.05})
+    assert report.failed == ["extract", "logs"] and report.gate() == ["extract", "logs"]
+    assert report.already_off == ["json"]
+    rows = {r["domain"]: r for r in report.rows()}
+    assert rows["json"]["action"] == "turn off (already below break-even)" and rows["logs"]["action"] == "turn off"
+    assert report.to_dict()["already_off"] == ["json"]
+
+
+def test_the_gate_without_the_before_judgement_would_block_every_rollout(monkeypatch):
+    """Power: a no-op update (the same acceptances) on a domain where speculation never paid fails nothing; with
+    the history's judgement ignored, it would fail the gate."""
+    from agent.guard import report as rep
+
+    report = _report_over(monkeypatch, {"json": 0.10, "chat": 0.80}, {"json": 0.10, "chat": 0.80})
+    assert report.gate(strict=True) == []
+    monkeypatch.setattr(rep.DomainReport, "broken", property(lambda d: d.verdict.below_break_even))
+    assert report.gate() == ["json"]
