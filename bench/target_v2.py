@@ -135,7 +135,7 @@ def main() -> None:
     console.print(table)
     out = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.machine(),
            "model": args.name, "engine": args.engine, "versions": {"v1": v1_version, "v2": v2_version},
-           "adapter": model.lora_version,
+           "adapter": model.lora_version, "draft": model.draft_version,
            "training": json.loads((model.lora / "training.json").read_text()) if model.lora else None,
            "prompts_per_domain": args.prompts, "tokens": args.tokens,
            "seconds": {"v1": round(v1_seconds, 1), "v2": round(v2_seconds, 1)}, "domains": rows,

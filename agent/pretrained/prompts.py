@@ -6,8 +6,9 @@
 - ``chat``: open questions and requests; the answer is new text, so drafts come from the model's habits (a
   distilled draft) more than from the prompt.
 
-The draft is distilled on ``train``; benchmarks send ``heldout``, so 200 requests per domain send no prompt
-twice. The other workload domains (code, edit, extract, json) are for replayed traffic (`specwatch replay`).
+Benchmarks send ``heldout``, so 200 requests per domain send no prompt twice. The draft is distilled on the
+``train`` split of every workload domain, these two and code, edit, extract, json and logs
+(agent/pretrained/rebuild.py), which replayed traffic (`specwatch replay`) sends too.
 """
 
 from __future__ import annotations
