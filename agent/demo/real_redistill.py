@@ -9,27 +9,43 @@ tokenizer). Online Speculative Decoding (arXiv 2310.07177) does this continuousl
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 Say = Callable[[str], None]
 
 
-def live_streams(url: str, tokenizer, sample: dict[str, list[str]], new_tokens: int = 64,
+def focus(sample: dict[str, list[str]], stale: str | None, own: int = 16, others: int = 4) -> dict[str, list[str]]:
+    """The prompts to re-distil on: up to ``own`` of the stale domain's and ``others`` of every other domain's
+    (so the draft does not forget them), in the sample's order. Without a stale domain, ``others`` of each."""
+    return {d: texts[:own if d == stale else others] for d, texts in sample.items() if texts}
+
+
+def live_streams(urls: str | Sequence[str], tokenizer, sample: dict[str, list[str]], new_tokens: int = 64,
                  concurrency: int = 2) -> list[list[int]]:
     """Each sampled prompt (text, as the user's message) in the chat template followed by the engine's greedy
-    answer, as token ids."""
+    answer, as token ids, in the sample's order. With several ``urls`` (servers of the same target) the prompts
+    are dealt out among them, ``concurrency`` at a time on each."""
     from agent.pretrained.teacher import engine_streams
 
+    urls = [urls] if isinstance(urls, str) else list(urls)
     conversations = [[{"role": "user", "content": text}] for texts in sample.values() for text in texts]
-    return engine_streams(url, tokenizer, conversations, new_tokens, concurrency)
+    shares = [conversations[i::len(urls)] for i in range(len(urls))]
+    with ThreadPoolExecutor(len(urls)) as pool:
+        answered = list(pool.map(lambda u, c: engine_streams(u, tokenizer, c, new_tokens, concurrency) if c else [],
+                                 urls, shares))
+    out: list[list[int]] = [[] for _ in conversations]
+    for i, streams in enumerate(answered):
+        out[i::len(urls)] = streams
+    return out
 
 
-def redistill(model, url: str, sample: dict[str, list[str]], out: Path, *, draft: Path | None = None,
+def redistill(model, url: str | Sequence[str], sample: dict[str, list[str]], out: Path, *, draft: Path | None = None,
               steps: int = 40, batch_size: int = 8, seq_len: int = 128, lr: float = 1e-3, new_tokens: int = 64,
-              seed: int = 0, threads: int = 1, say: Say = lambda _: None) -> dict:
+              seed: int = 0, threads: int = 0, say: Say = lambda _: None) -> dict:
     """Re-distil ``draft`` (a transformers folder; default the prepared model's) against the target served at
-    ``url`` on ``sample`` (prompt texts per domain); writes ``out/draft`` and ``out/draft.gguf``. Returns what was
+    ``url`` (or several servers of it) on ``sample`` (prompt texts per domain); writes ``out/draft`` and ``out/draft.gguf``. Returns what was
     done, with the seconds of each stage."""
     from transformers import AutoTokenizer
 

@@ -4,8 +4,9 @@ Phase 1 replays mixed traffic through `specwatch proxy` with target v1 (the prox
 prompts). Before the update the guard scores the current draft against target v2 on that live sample and says
 which domains would break. Then the update (target v2: every server's LoRA adapter switched on at a recorded
 instant); phase 2 replays traffic until StaleDraft has fired for a domain, naming both target versions, and that
-domain's requests have left the pool they were on (or phase 2's time is up). Then the draft is re-distilled
-against v2 on the live sample and served in place of the old one (a new draft version the proxy reads itself);
+domain's requests have left the pool they were on, or a round after StaleDraft (or phase 2's time is up). Then
+the draft is re-distilled against v2 on the live sample, mostly the stale domain's prompts, and served in place
+of the old one (a new draft version the proxy reads itself);
 phase 3 replays traffic until the stale domain is back on a speculating pool (or its time is up).
 
 The control logic is here, over a ``World`` (agent/demo/real_world.py runs the real one: llama-server pools, the
@@ -30,24 +31,29 @@ class World(Protocol):
     def alerts(self) -> list[dict]: ...  # every alert so far (admin /alerts?state=all)
     def versions(self) -> dict[str, str]: ...  # pool -> target version the proxy reads now
     def guard(self) -> dict: ...  # the guard on the live sample against v2: {"failed": [...], "rows": [...]}
-    def redistill(self) -> dict: ...  # re-distil against v2 on the live sample and serve the new draft
+    def redistill(self, domain: str | None) -> dict: ...  # re-distil against v2 on the live sample (mostly
+    # ``domain``'s, the stale one) and serve the new draft
 
 
 @dataclass(frozen=True)
 class RealPlan:
     """Seconds of traffic per phase (phases 2 and 3 at most, in ``chunk``-second rounds, ending early once their
-    condition holds) and the domain target v2 changes."""
+    condition holds: phase 2 once StaleDraft has fired and the domain has moved, or ``after_stale`` rounds after
+    it; phase 3 once the domain is back) and the domain target v2 changes."""
 
-    phase1: float = 60.0
-    phase2: float = 60.0
-    phase3: float = 60.0
+    phase1: float = 50.0
+    phase2: float = 70.0
+    phase3: float = 40.0
     chunk: float = 10.0
     domain: str = "logs"
+    after_stale: int = 1  # rounds of phase 2 after StaleDraft, for the switch to move the domain, before going on
 
     def __post_init__(self) -> None:
         for name in ("phase1", "phase2", "phase3", "chunk"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: must be > 0 seconds, got {getattr(self, name)!r}")
+        if type(self.after_stale) is not int or self.after_stale < 0:
+            raise ValueError(f"after_stale: must be an integer >= 0, got {self.after_stale!r}")
 
 
 @dataclass
@@ -94,14 +100,15 @@ class RealDemo:
         updated = w.update()
         self.note("target updated v1 -> v2 (LoRA adapter on in every pool)")
         stale, moved = None, None
-        spent = 0.0
+        spent, after = 0.0, 0
         while spent < p.phase2:
             chunk = min(p.chunk, p.phase2 - spent)
             self.phases[PHASES[1]] += self._timed("phase 2", lambda: w.traffic(1, chunk))
             spent += chunk
+            after += stale is not None  # rounds run since StaleDraft was seen
             stale = stale or self._stale(w.alerts(), updated, v1, w.versions())
             moved = moved_at(self.phases[PHASES[0]], self.phases[PHASES[1]], stale["domain"] if stale else p.domain)
-            if stale and moved:
+            if stale and (moved or after >= p.after_stale):
                 break
         if stale:
             self.note(f"StaleDraft {stale['domain']} after {stale['delay']:.1f} s: {stale['summary']}")
@@ -109,7 +116,7 @@ class RealDemo:
             self.note(f"{moved_domain(stale, p)} moved {moved['from']} -> {moved['to']} "
                       f"{moved['seconds']:.0f} s into phase 2")
         v2 = w.versions()
-        distill = self._timed("re-distillation", w.redistill)
+        distill = self._timed("re-distillation", lambda: w.redistill(moved_domain(stale, p)))
         self.note(f"draft re-distilled against v2 on the live sample: {distill.get('steps')} steps, "
                   f"{distill.get('total_seconds', 0):.0f} s")
         back, spent = False, 0.0

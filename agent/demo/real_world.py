@@ -17,7 +17,8 @@ from agent.demo.real_proxy import LOGS, ProxyProcess, prompt_sets, send
 from agent.workload.mix import schedule
 
 # Phase 1 is chat-heavy; from phase 2 on copy and json weigh more (the traffic shifts as the target changes).
-MIXES = ("chat=3,copy=1,json=1,logs=2", "chat=1,copy=2,json=2,logs=2", "chat=1,copy=2,json=2,logs=2")
+# logs weighs more after the update: StaleDraft needs a few of its requests (about 500 drafted tokens) to confirm.
+MIXES = ("chat=3,copy=1,json=1,logs=2", "chat=1,copy=2,json=2,logs=3", "chat=1,copy=2,json=2,logs=3")
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class WorldOptions:
     tokens: int = 48  # per answer
     distill_steps: int = 40
     distill_tokens: int = 64  # of each v2 answer to the sampled prompts
+    distill_own: int = 16  # sampled prompts of the stale domain to re-distil on
+    distill_others: int = 4  # and of every other domain (so the draft keeps them)
     guard_prompts: int = 8  # per domain, from the live sample
     guard_tokens: int = 32
     cost_ratio: float = 0.3  # the guard's c (draft step / target step) when the history has no timed steps
@@ -108,11 +111,14 @@ class LiveWorld:
                 "verdicts": {d.domain: d.verdict.verdict for d in report.domains},
                 "seconds": round(time.perf_counter() - began, 1)}
 
-    def redistill(self) -> dict:
-        from agent.demo.real_redistill import redistill
+    def redistill(self, domain: str | None) -> dict:
+        """Re-distil on the live sample, most of it the stale ``domain``'s, answered by the two pools that do
+        not run the draft (both serve the target; greedy answers do not depend on speculation)."""
+        from agent.demo.real_redistill import focus, redistill
 
-        sample = self.proxy.sample()
-        info = redistill(self.model, self.pools.urls()["off"], sample, self.work / f"redistill-{self.rounds}",
+        sample = focus(self.proxy.sample(), domain, self.o.distill_own, self.o.distill_others)
+        urls = [url for name, url in self.pools.urls().items() if name != DRAFT_POOL]
+        info = redistill(self.model, urls, sample, self.work / f"redistill-{self.rounds}",
                          draft=self.draft, steps=self.o.distill_steps, new_tokens=self.o.distill_tokens,
                          say=self.say)
         before = {p["name"]: p for p in self.proxy.pools()}[DRAFT_POOL]["draft_version"]

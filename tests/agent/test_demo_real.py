@@ -63,15 +63,15 @@ class FakeWorld:
         self.calls.append("guard")
         return {"failed": ["logs"], "title": "t", "rows": []}
 
-    def redistill(self):
-        self.calls.append("redistill")
+    def redistill(self, domain):
+        self.calls.append(f"redistill {domain}")
         return {"steps": 3, "total_seconds": 1.0}
 
 
 def test_the_story_in_order_and_phase_two_ends_once_stale_and_moved():
     world = FakeWorld(fire_after=1, move_after=2)
     out = RealDemo(RealPlan(phase1=30, phase2=60, phase3=60, chunk=10), world).run()
-    assert world.calls == ["traffic 0 30", "guard", "update", "traffic 1 10", "traffic 1 10", "redistill",
+    assert world.calls == ["traffic 0 30", "guard", "update", "traffic 1 10", "traffic 1 10", "redistill logs",
                            "traffic 2 10"]
     assert out.stale == {"domain": "logs", "delay": 7.5, "summary": "Draft d is stale for target "
                          f"{V2['k3']} in logs", "names_both": True}
@@ -134,3 +134,44 @@ def test_phase_rows_count_failures_apart_and_leave_them_out_of_rates():
 def test_plan_refuses_non_positive_seconds():
     with pytest.raises(ValueError, match="phase2"):
         RealPlan(phase2=0)
+
+
+def test_redistillation_focuses_on_the_stale_domain_and_keeps_a_few_of_the_others():
+    from agent.demo.real_redistill import focus
+
+    sample = {"logs": [f"l{i}" for i in range(30)], "chat": [f"c{i}" for i in range(30)], "json": ["j0"], "copy": []}
+    picked = focus(sample, "logs", own=16, others=4)
+    assert picked == {"logs": [f"l{i}" for i in range(16)], "chat": ["c0", "c1", "c2", "c3"], "json": ["j0"]}
+    assert focus(sample, None, own=16, others=2) == {"logs": ["l0", "l1"], "chat": ["c0", "c1"], "json": ["j0"]}
+
+
+def test_the_live_answers_are_dealt_out_among_servers_and_come_back_in_order(monkeypatch):
+    from agent.demo import real_redistill
+    from agent.pretrained import teacher
+
+    asked: dict[str, list[str]] = {}
+
+    def engine_streams(url, tokenizer, conversations, new_tokens, concurrency):
+        asked[url] = [c[0]["content"] for c in conversations]
+        return [[ord(c[0]["content"][-1]), len(url)] for c in conversations]
+
+    monkeypatch.setattr(teacher, "engine_streams", engine_streams)
+    sample = {"logs": ["a1", "a2", "a3"], "chat": ["b4", "b5"]}
+    out = real_redistill.live_streams(["http://one", "http://second"], None, sample)
+    assert asked == {"http://one": ["a1", "a3", "b5"], "http://second": ["a2", "b4"]}
+    assert [s[0] for s in out] == [ord(str(i)) for i in range(1, 6)]  # the sample's order
+    assert [s[1] for s in out] == [10, 13, 10, 13, 10]  # every other prompt from each server
+    assert real_redistill.live_streams("http://one", None, {"logs": ["z9"]}) == [[ord("9"), 10]]
+
+
+def test_phase_two_goes_on_one_round_after_stale_draft_when_the_domain_does_not_move():
+    world = FakeWorld(fire_after=2, move_after=99, back_after=99)
+    out = RealDemo(RealPlan(phase1=10, phase2=60, phase3=10, chunk=10), world).run()
+    assert [c for c in world.calls if c.startswith("traffic 1")] == ["traffic 1 10"] * 3
+    assert out.stale is not None and out.moved is None
+    none_after = RealDemo(RealPlan(phase1=10, phase2=60, phase3=10, chunk=10, after_stale=0),
+                          FakeWorld(fire_after=2, move_after=99, back_after=99))
+    none_after.run()
+    assert [c for c in none_after.world.calls if c.startswith("traffic 1")] == ["traffic 1 10"] * 2
+    with pytest.raises(ValueError, match="after_stale"):
+        RealPlan(after_stale=-1)
