@@ -12,7 +12,7 @@ from agent.cli.models import _bar, console, errors, models_app
 EXAMPLE = ("Example: specwatch models pretrained            # SmolLM2-135M-Instruct: GGUF, transformers "
            "checkpoint, distilled draft\n\n"
            "         specwatch models pretrained --distill --ship  # rebuild the draft (needs make engine)\n\n"
-           "         specwatch models pretrained --distill --from-draft --steps 200  # train the installed one further\n\n"
+           "         specwatch models pretrained --distill --from-draft --steps 200  # the installed one, further\n\n"
            "         specwatch models pretrained --lora-v2         # train target v2's LoRA adapter (minutes)")
 
 

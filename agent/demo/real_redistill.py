@@ -33,20 +33,19 @@ def live_streams(urls: str | Sequence[str], tokenizer, sample: dict[str, list[st
     conversations = [[{"role": "user", "content": text}] for texts in sample.values() for text in texts]
     shares = [conversations[i::len(urls)] for i in range(len(urls))]
     with ThreadPoolExecutor(len(urls)) as pool:
-        answered = list(pool.map(lambda u, c: engine_streams(u, tokenizer, c, new_tokens, concurrency) if c else [],
-                                 urls, shares))
+        answered = list(pool.map(lambda u, c: engine_streams(u, tokenizer, c, new_tokens, concurrency), urls, shares))
     out: list[list[int]] = [[] for _ in conversations]
     for i, streams in enumerate(answered):
         out[i::len(urls)] = streams
     return out
 
 
-def redistill(model, url: str | Sequence[str], sample: dict[str, list[str]], out: Path, *, draft: Path | None = None,
-              steps: int = 40, batch_size: int = 8, seq_len: int = 128, lr: float = 1e-3, new_tokens: int = 64,
-              seed: int = 0, threads: int = 0, say: Say = lambda _: None) -> dict:
+def redistill(model, url: str | Sequence[str], sample: dict[str, list[str]], out: Path, *,
+              draft: Path | None = None, steps: int = 40, batch_size: int = 8, seq_len: int = 128, lr: float = 1e-3,
+              new_tokens: int = 64, seed: int = 0, threads: int = 0, say: Say = lambda _: None) -> dict:
     """Re-distil ``draft`` (a transformers folder; default the prepared model's) against the target served at
-    ``url`` (or several servers of it) on ``sample`` (prompt texts per domain); writes ``out/draft`` and ``out/draft.gguf``. Returns what was
-    done, with the seconds of each stage."""
+    ``url`` (or several servers of it) on ``sample`` (prompt texts per domain); writes ``out/draft`` and
+    ``out/draft.gguf``. Returns what was done, with the seconds of each stage."""
     from transformers import AutoTokenizer
 
     from agent.decoding.versions import weights_version

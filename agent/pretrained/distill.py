@@ -75,10 +75,10 @@ def build_draft(prepared: Prepared, out: Path, *, steps: int = 600, batch_size: 
     out.mkdir(parents=True, exist_ok=True)
     draft.save_pretrained(out)
     info = {"version": weights_version(draft), "parameters": sum(p.numel() for p in draft.parameters()),
-            "shape": shape.__dict__, "started_from": started, "steps": steps, "precision": precision, "batch_size": batch_size,
-            "seq_len": seq_len, "lr": lr, "loss": round(result.loss, 4), "loss_kind": "cross-entropy, nats",
-            "train_seconds": round(result.seconds, 1), "tokens": int(tokens.size), "teacher": about,
-            "seconds": round(time.perf_counter() - began, 1)}
+            "shape": shape.__dict__, "started_from": started, "steps": steps, "precision": precision,
+            "batch_size": batch_size, "seq_len": seq_len, "lr": lr, "loss": round(result.loss, 4),
+            "loss_kind": "cross-entropy, nats", "train_seconds": round(result.seconds, 1),
+            "tokens": int(tokens.size), "teacher": about, "seconds": round(time.perf_counter() - began, 1)}
     (out / "distill.json").write_text(json.dumps(info, indent=2) + "\n")
     return info
 

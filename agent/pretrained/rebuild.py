@@ -14,20 +14,20 @@ from pathlib import Path
 from typing import Callable
 
 from agent.kit.train import Progress
-from agent.workload import prompts as workload
 from agent.pretrained.distill import build_draft, load_streams, save_streams, ship, streams_path
 from agent.pretrained.prepare import Prepared
+from agent.workload import prompts as workload
 
 
 PER_DOMAIN = 64  # training prompts a domain the teacher answers (the first, in the set's order)
 NEW_TOKENS = 64  # answer tokens a prompt: the benchmarks' and the demo's length
 
 
-def training_prompts(per_domain: int = PER_DOMAIN, domains: tuple[str, ...] | None = None) -> list:
-    """The first ``per_domain`` training prompts of each workload domain (default all), domain by domain."""
+def training_prompts(per_domain: int = PER_DOMAIN) -> list[workload.Prompt]:
+    """The first ``per_domain`` training prompts of each workload domain, domain by domain."""
     if per_domain < 1:
         raise ValueError(f"per_domain must be >= 1, got {per_domain}")
-    return [p for d in (domains or workload.domains()) for p in workload.load(d, "train")[:per_domain]]
+    return [p for d in workload.domains() for p in workload.load(d, "train")[:per_domain]]
 
 
 def teacher_data(prepared: Prepared, new_tokens: int = NEW_TOKENS, per_domain: int = PER_DOMAIN,
@@ -48,8 +48,8 @@ def teacher_data(prepared: Prepared, new_tokens: int = NEW_TOKENS, per_domain: i
     with LlamaServer(config) as server:
         streams = engine_streams(server.base_url, tokenizer, [p.messages for p in train], new_tokens,
                                  concurrency=4, progress=progress)
-    about = {"prompts": len(train), "per_domain": per_domain, "domains": sorted({p.domain for p in train}), "new_tokens": new_tokens,
-             "engine": "llama-server", "target_version": prepared.target_version,
+    about = {"prompts": len(train), "per_domain": per_domain, "domains": sorted({p.domain for p in train}),
+             "new_tokens": new_tokens, "engine": "llama-server", "target_version": prepared.target_version,
              "seconds": round(time.perf_counter() - began, 1)}
     return save_streams(prepared, streams, about)
 
