@@ -21,7 +21,8 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from storage import StatsQuery, Store, StoreConfig, pack, schema
-from storage.tiers import Tier, tiers
+from storage.sql import ceil_to, floor_to
+from storage.tiers import WEEK, Tier, tiers
 
 DAY, HOUR = 86400, 3600
 
@@ -82,6 +83,8 @@ def load(engine: sa.Engine, pods: int, domains: int, days: int, d: int, say: Cal
     parts += [("hours", HOUR, d - (day + 1) * DAY, d - day * DAY, False) for day in range(days)]
     if has_days:
         parts.append(("days", DAY, d - days * DAY, d, False))
+    if "weeks" in tables:  # schema 0009 on: the weeks ended before D, as the rollup leaves them
+        parts.append(("weeks", WEEK, ceil_to(d - days * DAY, WEEK), floor_to(d, WEEK), False))
     out = dict(rows={}, seconds={})
     start = time.perf_counter()
     with engine.begin() as conn:
@@ -109,7 +112,7 @@ def load(engine: sa.Engine, pods: int, domains: int, days: int, d: int, say: Cal
         t0 = time.perf_counter()
         conn.exec_driver_sql("VACUUM ANALYZE")  # as autovacuum would have left the tables
         out["seconds"]["vacuum_analyze"] = time.perf_counter() - t0
-    _state(engine, d, days, has_days, packed)
+    _state(engine, d, days, tables)
     out["load_seconds"] = time.perf_counter() - start
     out["has_days"] = has_days
     return out
@@ -141,10 +144,12 @@ def pack_hour(engine: sa.Engine, tier: Tier, hour: int, end: int, say: Callable[
     return out
 
 
-def _state(engine: sa.Engine, d: int, days: int, has_days: bool, packed: bool) -> None:
+def _state(engine: sa.Engine, d: int, days: int, tables: set[str]) -> None:
     """Tier bookkeeping as a running fleet leaves it at D + 59.5 min: every ended minute rolled up, the
-    current minute and hour marked behind; with blocks, the cut-off slices packed."""
+    current minute and hour marked behind (and the current week, from 0009); with blocks, the cut-off slices
+    packed."""
     keep = StoreConfig()
+    has_days, packed = "days" in tables, "window_blocks" in tables
     state = [("window", d - keep.retain_windows - 600, 0, d - keep.retain_windows),
              ("minute", d - keep.retain_minutes - 600, d + 3540, d - keep.retain_minutes),
              ("hour", d - days * DAY, d, 0)]
@@ -152,6 +157,8 @@ def _state(engine: sa.Engine, d: int, days: int, has_days: bool, packed: bool) -
         state.append(("ten_minute", d - HOUR, d + 3000, 0))
     if has_days:
         state.append(("day", d - days * DAY, d, 0))
+    if "weeks" in tables:
+        state.append(("week", ceil_to(d - days * DAY, WEEK), floor_to(d, WEEK), 0))
     columns, values = ("tier, available_from, rolled_until, packed_until", ":t, :a, :r, :p") if packed else \
         ("tier, available_from, rolled_until", ":t, :a, :r")
     with engine.begin() as conn:
@@ -162,6 +169,8 @@ def _state(engine: sa.Engine, d: int, days: int, has_days: bool, packed: bool) -
         marks = [dict(t="minute", b=d + 3540), dict(t="hour", b=d)]
         if packed:
             marks.append(dict(t="ten_minute", b=d + 3000))
+        if "weeks" in tables:
+            marks.append(dict(t="week", b=floor_to(d, WEEK)))
         conn.execute(sa.text("INSERT INTO dirty VALUES (:t, :b, 1)"), marks)
 
 
@@ -220,7 +229,7 @@ def rerun(url: str, engine: sa.Engine, days: int, repeats: int, say: Callable[[s
     with engine.connect() as conn:
         d = conn.execute(sa.text("SELECT available_from FROM tier_state WHERE tier = 'hour'")).scalar() + days * DAY
     tables = _tables(engine)
-    _state(engine, d, days, "days" in tables, "window_blocks" in tables)
+    _state(engine, d, days, tables)
     out = dict(day_boundary=d, query_now=d + NOW, queries=time_queries(url, d, days, repeats, say))
     say("  rollup and retention ...")
     out["jobs"] = time_jobs(url, engine, d)

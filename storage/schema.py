@@ -1,7 +1,9 @@
 """Every table of the store, in one place (SQLAlchemy Core). Migrations in storage/migrations/ build it.
 
-Step history lives in five tiers of the same shape: ``windows`` (a few seconds), ``minutes``,
-``ten_minutes``, ``hours`` and ``days`` (UTC days: a month of a fleet is 30 rows per series, not 720). A row holds sums and counts
+Step history lives in six tiers of the same shape: ``windows`` (a few seconds), ``minutes``,
+``ten_minutes``, ``hours``, ``days`` (UTC days: a month of a fleet is 30 rows per series, not 720) and
+``weeks`` (7 days from the epoch, so Thursday 00:00 UTC: a month is four or five of them and the days at its
+edges). A row holds sums and counts
 for one series in one bucket, never averages. Per-position counts are in the same row: ``at_least_i`` is
 the number of per-step records that accepted at least i drafted tokens, for i = 0..K of the series' K, and
 NULL above it (PostgreSQL stores a NULL as one bit); a series of K over 32 (up to 64) counts i = 0..32 only. Position i was reached ``at_least_{i-1}`` times and
@@ -65,6 +67,7 @@ minutes = _tier("minutes")
 ten_minutes = _tier("ten_minutes")
 hours = _tier("hours")
 days = _tier("days")
+weeks = _tier("weeks")
 
 # Blocks (storage/blocks.py): a fine tier's (windows, minutes, ten minutes) buckets of one series and hour
 # in one compact value, once the hour is over and rolled up (storage/pack.py). The tier's own table keeps the hours not yet packed, and

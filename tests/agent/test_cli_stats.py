@@ -91,8 +91,8 @@ def test_versions(url):
 
 def test_db_migrate_and_prune(tmp_path):
     url = f"sqlite:///{tmp_path / 'new.db'}"
-    assert "migrated from empty to revision 0008" in run("db", "migrate", "--db", url).stdout
-    assert "already at revision 0008" in run("db", "migrate", "--db", url).stdout
+    assert "migrated from empty to revision 0009" in run("db", "migrate", "--db", url).stdout
+    assert "already at revision 0009" in run("db", "migrate", "--db", url).stdout
     result = run("db", "prune", "--db", url, "--format", "json")
     assert result.exit_code == 0 and {r["table"] for r in json.loads(result.stdout)} >= {"transitions"}
 

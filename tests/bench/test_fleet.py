@@ -57,7 +57,7 @@ def test_tiny_fleet_run_writes_its_figures(server, tmp_path):
     assert "day" in fleet["tiers"]  # a whole day of the range is read from the days tier
     jobs = history["jobs"]
     assert jobs["rollup_one_minute"]["rebuilt"]["minute"] == 1
-    assert jobs["rollup_at_day_boundary"]["rebuilt"] == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 1}
+    assert jobs["rollup_at_day_boundary"]["rebuilt"] == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 1, "week": 0}
     # the packed slices at the cut-offs: a day partition of each fine tier dropped, no row deleted
     assert jobs["prune"]["deleted"]["window_blocks_days"] == 1 and jobs["prune"]["deleted"]["minute_blocks_days"] == 1
     if PGBOUNCER:  # 6 pods, each with its own connection, through 2 server connections; pg_stat_activity may

@@ -7,6 +7,7 @@ from answers import same
 from history import T0, random_steps, step
 from storage import StatsQuery, Store, StoreConfig
 from storage.planner import Segment
+from storage.tiers import WEEK
 
 H = 3600
 ALL = ("domain", "lookahead", "pod", "target_version", "hour")
@@ -26,13 +27,13 @@ def history(store):
 def test_rollup_equals_direct_aggregation(history):
     direct = rows(history, tier="window")
     positions = rows(history, by=("domain", "position"), tier="window")
-    assert history.rollup(T0 + 3 * H) == {"minute": 180, "ten_minute": 18, "hour": 3, "day": 0}  # the day has not ended
+    assert history.rollup(T0 + 3 * H) == {"minute": 180, "ten_minute": 18, "hour": 3, "day": 0, "week": 0}  # the day has not ended
     for tier in ("minute", "hour", None):
         same(rows(history, tier=tier), direct)
         same(rows(history, by=("domain", "position"), tier=tier), positions)
-    assert history.rollup(T0 + 3 * H) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 0}  # nothing changed since
+    assert history.rollup(T0 + 3 * H) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 0, "week": 0}  # nothing changed since
     same(rows(history, tier="hour"), direct)
-    assert history.rollup(T0 + 86400) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 1}
+    assert history.rollup(T0 + 86400) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 1, "week": 0}
     by_day = ("domain", "lookahead", "pod", "target_version", "day")
     same(rows(history, by=by_day, tier="day"), rows(history, by=by_day, tier="window"))
     same(rows(history, by=("domain", "position"), tier="day"), positions)
@@ -53,7 +54,7 @@ def test_late_data_is_rolled_up_again(history, db_url, clock):
     other.close()
     direct = rows(history, tier="window")
     same(rows(history), direct)  # the stale hour is answered from below until the next rollup
-    assert history.rollup(T0 + 3 * H) == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 0}
+    assert history.rollup(T0 + 3 * H) == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 0, "week": 0}
     same(rows(history, tier="hour"), direct)
 
 
@@ -88,8 +89,12 @@ def test_hours_expire_in_whole_days_the_days_tier_covers(history):
     history.prune(T0 + 401 * 86400)
     assert rows(history, by=("hour",), tier="hour") == []
     assert [r["day"] for r in rows(history, by=("day",))] == [T0]  # answered by the day row
-    history.prune(T0 + 5 * 366 * 86400 + 86400)  # and days go after their own retention
-    assert rows(history, by=("day",), tier="day") == []
+    history.prune(T0 + 5 * 366 * 86400 + 86400)  # days go after their own retention, once their week covers them
+    assert [r["day"] for r in rows(history, by=("day",), tier="day")] == [T0]
+    week_end = T0 // WEEK * WEEK + WEEK
+    history.rollup(week_end)
+    history.prune(week_end + 5 * 366 * 86400)  # the week is as old: both go
+    assert rows(history, by=("day",), tier="day") == [] and rows(history, by=("domain",), tier="week") == []
 
 
 def test_tier_selection(history):
