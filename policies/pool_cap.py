@@ -73,7 +73,8 @@ class PoolCap(Policy):
         (a target update, a stale draft): the domain's evidence is cut to a tenth at once.
     split_margin
         Pools sharing one machine: how much faster an idle pool must be predicted than a running one before
-        a request starts it (``choose_at``'s ``busy``).
+        a request starts it (``choose_at``'s ``busy``). 0.2: a level split between two servers on one core
+        ran 10-20% slower than either alone (docs/load.md).
     """
 
     name = "pool-cap"
@@ -83,7 +84,7 @@ class PoolCap(Policy):
 
     def __init__(self, kmax: int = 8, halflife: float = 32.0, cost_halflife: float = 200.0, z: float = 0.7,
                  cell_spread: float = 0.25, domain_spread: float = 0.5, jump: float = 4.0,
-                 split_margin: float = 0.1, seed: int | None = None):
+                 split_margin: float = 0.2, seed: int | None = None):
         super().__init__(kmax, seed)
         for label, value in (("halflife", halflife), ("cost_halflife", cost_halflife), ("jump", jump)):
             if not 0.0 < value < math.inf:
@@ -157,7 +158,7 @@ class PoolCap(Policy):
         the pools running requests now when the pools share one machine (``--shared-load``): a pool that is
         not running is chosen over the best running one only when predicted ``split_margin`` faster, since
         two servers taking turns on one machine each batch fewer sequences (a level split between two
-        servers on one core ran about a fifth slower than either alone, docs/load.md); a pool not measured
+        servers on one core ran 10-20% slower than either alone, docs/load.md); a pool not measured
         at this load is not tried while another runs."""
         arms = self.arms
         if len(arms) == 1:

@@ -186,11 +186,11 @@ class Proxy:
         out = [(k.decode("latin-1"), v.decode("utf-8", "replace")) for k, v in headers if k not in NOT_SENT]
         watch = asgi.Disconnect(receive)
         result, served = "cancelled", None
-        # The load an inspected request meets: the requests in flight on its pool as it is sent, it included.
+        # The load an inspected request meets: the requests in flight on its pool (every pool's where they share
+        # a machine) over its life, it included (agent/proxy/inflight.py).
         sent = pool if inspected else None
         if sent is not None:
-            sent.inflight += 1
-            load = self._load(sent)
+            met = self.pools.enter(sent)
         try:
             try:
                 answer, pool = await self.opener.open(method, target, out, body, pool,
@@ -200,12 +200,12 @@ class Proxy:
                 return await self._failed(send, exc, pool, watch)
             if inspected:
                 if pool is not sent:  # it failed over: it runs on the next pool
-                    sent.inflight -= 1
-                    sent, pool.inflight = pool, pool.inflight + 1
-                    load = self._load(pool)
+                    self.pools.leave(sent, met, ended=False)
+                    sent, met = pool, self.pools.enter(pool)
+                mine = met[1] if self.config.shared_load else met[0]
                 served = Served(domain, pool.name, pool.lookahead, pool.target_version or "unknown",
                                 pool.draft_version or self.pools.draft_of(pool.target_version),
-                                asgi.header(headers, b"x-request-id"), self.sidecar.pod, load)
+                                asgi.header(headers, b"x-request-id"), self.sidecar.pod, mine.sent, mine)
             try:
                 result = await relay(send, answer, pool, served, watch, self, started)
             finally:
@@ -217,7 +217,7 @@ class Proxy:
             watch.absorb()
         finally:
             if sent is not None:
-                sent.inflight -= 1
+                self.pools.leave(sent, met)
             watch.finish()
             if served is not None and result is not None:
                 self.metrics.count(pool.name, result, time.perf_counter() - started)
@@ -241,11 +241,6 @@ class Proxy:
                                                                    f"pool {pool.name} ({pool.base}): {describe(exc)}",
                                                                    pool.name))
         raise exc
-
-    def _load(self, pool: Pool) -> int:
-        """The load a request sent to ``pool`` meets (it counted): that pool's requests in flight, or every
-        pool's when they share one machine (``shared_load``)."""
-        return sum(p.inflight for p in self.pools.all) if self.config.shared_load else pool.inflight
 
     def _any_pool(self) -> Pool:
         healthy = self.pools.healthy()

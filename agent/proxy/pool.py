@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from agent.proxy.config import Upstream
 from agent.proxy.engines.base import Missing, Served
 from agent.proxy.engines.pool_level import PoolCounters
+from agent.proxy.inflight import InFlight
 
 log = logging.getLogger("specwatch.proxy")
 
@@ -38,9 +39,14 @@ class Pool:
     engine: object = None  # its adapter module (agent/proxy/engines/), found by the first passing check
     lacking: dict[str, str] = field(default_factory=dict)  # field its answers lack -> how to turn it on
     counters: PoolCounters | None = None  # pool-level records from its counters (while its figures lack)
-    inflight: int = 0  # inspected requests the proxy has sent it that have not ended yet
+    meter: InFlight = field(default_factory=InFlight)  # its inspected requests not ended yet, over time
     pages: dict = field(default_factory=dict)  # the engine's pages as the last check read them
     starting: object = None  # the start check under way (an asyncio task), None when none is
+
+    @property
+    def inflight(self) -> int:
+        """Inspected requests the proxy has sent it that have not ended yet."""
+        return self.meter.count
 
     @property
     def name(self) -> str:

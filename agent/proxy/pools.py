@@ -33,6 +33,7 @@ import aiohttp
 from agent.proxy import engines
 from agent.proxy.config import MAX_LOOKAHEAD, Upstream
 from agent.proxy.engines.base import Found
+from agent.proxy.inflight import InFlight, Met
 from agent.proxy.pool import Pool
 from agent.proxy.startcheck import start_check
 from agent.proxy.versions import FileVersions, clip, with_adapters
@@ -58,6 +59,17 @@ class Pools:
         self.on_change = on_change
         self.on_record: Callable[[StepRecord], None] | None = None  # pool-level records go there
         self.pod: str | None = None
+        self.meter = InFlight()  # every pool's inspected requests (pools sharing one machine meet them all)
+
+    def enter(self, pool: Pool) -> tuple[Met, Met]:
+        """An inspected request is sent to ``pool``: counted on its meter and on every pool's."""
+        return pool.meter.enter(), self.meter.enter()
+
+    def leave(self, pool: Pool, met: tuple[Met, Met], ended: bool = True) -> None:
+        """It ended (``ended``: its lifetime load counts toward the next request's; not so for one that
+        failed over to another pool)."""
+        pool.meter.leave(met[0] if ended else None)
+        self.meter.leave(met[1] if ended else None)
 
     def healthy(self) -> list[Pool]:
         return [p for p in self.all if p.healthy]

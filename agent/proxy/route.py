@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from agent.proxy.inflight import InFlight
 from agent.proxy.pools import Pool, Pools
 from agent.hub.sidecar import Sidecar
 from policies.base import Decision
@@ -61,7 +62,7 @@ class Router:
             return Route(pool, Decision(pool.lookahead, pool.lookahead > 0, "one pool: observe and recommend only",
                                         "proxy"))
         busy = {p.lookahead for p in healthy if p.inflight} if self.shared_load else ()
-        decision = self.sidecar.decide(domain, loads(healthy, self.shared_load), busy)
+        decision = self.sidecar.decide(domain, loads(healthy, self.pools.meter if self.shared_load else None), busy)
         return Route(self.pool_for(decision.lookahead, healthy), decision)
 
     def pool_for(self, lookahead: int, healthy: list[Pool]) -> Pool:
@@ -93,15 +94,16 @@ class Router:
         return None if decision is None else Route(self.pool_for(decision.lookahead, healthy), decision)
 
 
-def loads(healthy: list[Pool], shared: bool = False) -> dict[int, int]:
-    """The load a request would meet on the pool of each K: the requests in flight there, it included (the
-    least where two pools share a K); ``shared`` (the pools share one machine): those on every pool."""
-    if shared:
-        load = sum(p.inflight for p in healthy) + 1
+def loads(healthy: list[Pool], shared: InFlight | None = None) -> dict[int, int]:
+    """The load a request would meet on the pool of each K (``InFlight.ahead``: the requests in flight there,
+    it included, or what the last ones met over their lives where that is more; the least where two pools
+    share a K); ``shared``: the meter of every pool, where the pools share one machine."""
+    if shared is not None:
+        load = shared.ahead()
         return {p.lookahead: load for p in healthy}
     out: dict[int, int] = {}
     for p in healthy:
-        load = p.inflight + 1
+        load = p.meter.ahead()
         if out.get(p.lookahead, load) >= load:
             out[p.lookahead] = load
     return out

@@ -115,6 +115,7 @@ def test_on_a_shared_machine_a_running_pool_keeps_the_requests_unless_another_is
     policy = PoolCap(kmax=24, seed=0).restrict((0, 24))
     run(policy, mixed_loads(0), 0)
     assert speed("chat", 0, 8) / speed("chat", 24, 8) == pytest.approx(1.22, abs=0.01)
+    policy.split_margin = 0.1
     assert policy.choose_at("chat", {0: 8, 24: 8}, busy={24}).lookahead == 0
     policy.split_margin = 0.3
     decision = policy.choose_at("chat", {0: 8, 24: 8}, busy={24})

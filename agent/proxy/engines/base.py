@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from agent.proxy.inflight import Met
 from specwatch_core.records import RecordError, StepRecord
 
 
@@ -45,6 +46,7 @@ class Served:
     request_id: str | None = None
     pod: str | None = None
     load: int | None = None  # requests in flight on the pool when this one was sent, it included
+    met: Met | None = None  # the load over its life (agent/proxy/inflight.py): what its record carries
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +109,7 @@ def record(figures: Figures, served: Served, timestamp: float, elapsed: float | 
         draft_seconds=0.0, verify_seconds=0.0, seconds=seconds, steps=steps, drafted=f.drafted,
         pool=served.pool, target_version=served.target_version, draft_version=served.draft_version,
         timestamp=timestamp, pod=served.pod, request_id=served.request_id, prompt_seconds=f.prompt_seconds,
-        load=served.load)
+        load=served.load if served.met is None else served.met.load())
     return out.validate()
 
 
