@@ -37,6 +37,7 @@ band's optimistic prior and is tried once, in one domain, for all of them.
 from __future__ import annotations
 
 import math
+from collections import Counter, deque
 from typing import Collection, Iterable, Mapping, Sequence
 
 from policies.arms import arm_of, restricted
@@ -106,6 +107,7 @@ class PoolCap(Policy):
         self._best: dict[str, tuple[float, int]] = {}  # domain -> (whole-request speed at its best, at choice)
         self._prompts: dict[str, DecayingSums] = {}  # domain -> prompt seconds per emitted token, per request
         self._chooses = self._updates = 0
+        self._recent: deque[str] = deque(maxlen=EXPLORE_WINDOW)  # the domains of the last choices
 
     def restrict(self, arms: Iterable[int]) -> "PoolCap":
         """Choose only among ``arms`` (the lookaheads of the pools that are up) from now on."""
@@ -153,13 +155,17 @@ class PoolCap(Policy):
     def choose(self, domain: str) -> Decision:
         return self.choose_at(domain, {})
 
-    def choose_at(self, domain: str, loads: Mapping[int, int], busy: Collection[int] = ()) -> Decision:
+    def choose_at(self, domain: str, loads: Mapping[int, int], busy: Collection[int] | None = None) -> Decision:
         """As ``choose``, each pool scored at the band of ``loads[k]`` (absent: a request alone). ``busy``:
-        the pools running requests now when the pools share one machine (``--shared-load``): a pool that is
-        not running is chosen over the best running one only when predicted ``split_margin`` faster, since
-        two servers taking turns on one machine each batch fewer sequences (a level split between two
-        servers on one core ran 10-20% slower than either alone, docs/load.md); a pool not measured
-        at this load is not tried while another runs."""
+        the pools running requests now when the pools share one machine (``--shared-load``; None when they
+        do not): a pool that is not running is chosen over the best running one only when predicted
+        ``split_margin`` faster, since two servers taking turns on one machine each batch fewer sequences (a
+        level split between two servers on one core ran 10-20% slower than either alone, docs/load.md); a
+        pool not measured at this load is not tried while another runs. So the first request of a burst on
+        an idle shared machine chooses for the burst: the pool of least time per token over the domains of
+        the last ``EXPLORE_WINDOW`` choices, in their shares, each at its optimistic bound (a pool not
+        measured at that load is tried for a burst then) (``_for_the_mix``)."""
+        self._recent.append(domain)
         arms = self.arms
         if len(arms) == 1:
             return self.decision(arms[0], f"pool-cap: only K={arms[0]} is available")
@@ -167,6 +173,10 @@ class PoolCap(Policy):
             return self.decision(self.default, f"pool-cap: nothing measured in this domain yet: the default "
                                                f"pool, K={self.default}")
         bands = {k: band(loads.get(k)) for k in arms}
+        if busy is not None and not busy and any(bands.values()):
+            burst = self._for_the_mix(domain, arms, bands)
+            if burst is not None:
+                return burst
         scored = [(k, self.predicted(domain, k, bands[k])) for k in arms]
         if any(s is None for _, s in scored):
             k = self._rng.choice(arms)
@@ -179,7 +189,7 @@ class PoolCap(Policy):
             scored = [(k, s) for k, s in scored if s[0] is not None]
         k, (mean, bound) = max(scored, key=lambda pair: (pair[1][1], -pair[0]))  # the smaller K on ties
         at = f" at load band {bands[k]}" if bands[k] else ""
-        running = [(j, s[0]) for j, s in scored if j in busy and s[0] is not None]
+        running = [(j, s[0]) for j, s in scored if j in (busy or ()) and s[0] is not None]
         if running and k not in busy:
             j, held = max(running, key=lambda pair: (pair[1], -pair[0]))
             if mean is None or mean < (1.0 + self.split_margin) * held:
@@ -188,6 +198,22 @@ class PoolCap(Policy):
         if mean is None:
             return self.decision(k, f"pool-cap: K={k} is not measured yet{at} (bound {bound:.0f} tok/s)")
         return self.decision(k, f"pool-cap: K={k} predicts {mean:.0f} tok/s{at} (bound {bound:.0f})")
+
+    def _for_the_mix(self, domain: str, arms: tuple[int, ...], bands: Mapping[int, int]) -> Decision | None:
+        """The pool for a burst about to start on an idle shared machine: least sum over the recent domains of
+        share / upper bound of goodput (the burst's time per token on that pool, optimistic); None until
+        every pool has a bound in every one of those domains."""
+        mix = Counter(d for d in self._recent if self._rates.evidence(d) > 0 or d == domain)
+        times: list[tuple[float, int]] = []
+        for k in arms:
+            bounds = [self.predicted(d, k, bands[k]) for d in mix]
+            if any(b is None or b[1] <= 0 for b in bounds):
+                return None
+            times.append((sum(n / b[1] for n, b in zip(mix.values(), bounds)) / sum(mix.values()), k))
+        seconds, k = min(times)
+        at = f" at load band {bands[k]}" if bands[k] else ""
+        return self.decision(k, f"pool-cap: a burst starts on the shared machine: K={k} serves the mix of "
+                                f"{len(mix)} domain(s) fastest{at} (bound {1 / seconds:.0f} tok/s)")
 
     def request_speed(self, domain: str, goodput: float) -> float:
         """Tokens per second of a whole request of ``domain`` whose steps run at ``goodput``: with p its

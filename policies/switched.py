@@ -27,7 +27,7 @@ class Switched(Policy):
     def choose(self, domain: str) -> Decision:
         return self._gated(domain, self.policy.choose(domain))
 
-    def choose_at(self, domain: str, loads: Mapping[int, int], busy: Collection[int] = ()) -> Decision:
+    def choose_at(self, domain: str, loads: Mapping[int, int], busy: Collection[int] | None = None) -> Decision:
         return self._gated(domain, self.policy.choose_at(domain, loads, busy))
 
     def _gated(self, domain: str, proposed: Decision) -> Decision:

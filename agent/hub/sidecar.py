@@ -185,12 +185,12 @@ class Sidecar:
             change(self.policy)
             self._defaults.adjust(change)
 
-    def decide(self, domain: str, loads: Mapping[int, int] | None = None, busy: Collection[int] = ()) -> Decision:
+    def decide(self, domain: str, loads: Mapping[int, int] | None = None, busy: Collection[int] | None = None) -> Decision:
         """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate). ``loads``: the
         load the request would meet on the pool of each K (the proxy's requests in flight there, it
         included); a policy that weighs the load (``Policy.load_aware``) decides for it then and there,
         under the lock, instead of taking the decision the ingest worker readied. ``busy``: the pools running
-        requests now, where the pools share one machine (``Policy.choose_at``)."""
+        requests now, where the pools share one machine (None where they do not; ``Policy.choose_at``)."""
         state = self.state
         if loads and self.policy.load_aware:
             with state.lock:

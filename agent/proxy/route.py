@@ -61,7 +61,7 @@ class Router:
             pool = healthy[0]
             return Route(pool, Decision(pool.lookahead, pool.lookahead > 0, "one pool: observe and recommend only",
                                         "proxy"))
-        busy = {p.lookahead for p in healthy if p.inflight} if self.shared_load else ()
+        busy = {p.lookahead for p in healthy if p.inflight} if self.shared_load else None
         decision = self.sidecar.decide(domain, loads(healthy, self.pools.meter if self.shared_load else None), busy)
         return Route(self.pool_for(decision.lookahead, healthy), decision)
 
