@@ -16,14 +16,22 @@ tokens over its wall time, summed over the domain's requests). Goals (issue: dec
 the proxy >= 95% of the best fixed pool per domain at every level, and >= the engine-style schedule (the
 best fixed pool per level over both domains, chosen offline) in throughput on the mixed stream.
 
-Every server runs one thread pinned to the same core (--threads 1, --cores 0), so every configuration,
-the proxy's included, computes on exactly one core whether it uses one pool or splits a level between
-three (the client and the proxy run on the other). Servers of several threads sharing cores wait on each
-other at every synchronisation of a step: the proxy's three 2-thread servers on 2 cores, while it split 4
-requests in flight between them, ran 0.5-1 token per second against 70 for one server alone. Not a test:
-prints a table and writes bench/results/load_aware.json.
+Two layouts, each giving every configuration the same compute:
 
-    python bench/load_aware.py [--levels 1,4,8] [--requests 48] [--tokens 64] [--pools off,k8,k24]
+- ``--layout replicas`` (default), pools as they are deployed, a machine each: every configuration is two
+  servers of one thread, one pinned to each core. A fixed pool is two replicas of it behind a balancer (the
+  client sends each request to the one with fewer in flight); the proxy routes between one ``off`` and one
+  ``k24`` server (the first two of --pools), each on a core of its own.
+- ``--layout shared``: every server one thread pinned to the same core (--cores, default 0), the proxy's
+  pools too (``--shared-load``): a configuration computes on one core whether it uses one pool or splits a
+  level between two, which then take turns on it (the client and the proxy run on the other core).
+
+Servers of several threads sharing cores wait on each other at every synchronisation of a step: three
+2-thread servers on 2 cores, 4 requests in flight split between them, ran 0.5-1 token per second against
+70 for one server alone, hence one thread a server. Not a test: prints a table and writes
+bench/results/load_aware.json (``shared``: load_aware_shared.json).
+
+    python bench/load_aware.py [--layout replicas|shared] [--levels 1,4,8] [--requests 48] [--tokens 64]
     python bench/load_aware.py --show       # the last run's table again
 """
 
@@ -36,8 +44,10 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -54,6 +64,7 @@ from bench.engine_llamacpp import start_proxy  # noqa: E402
 from bench.real_model import ask  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "load_aware.json"
+SHARED_RESULTS = Path(__file__).parent / "results" / "load_aware_shared.json"
 LOOKAHEAD = {"off": 0, "k8": 8, "k24": 24}
 PROXY = "proxy"
 DOMAINS = ("chat", "copy")
@@ -80,17 +91,40 @@ def streams(levels: list[int], requests: int) -> dict[int, list[tuple[str, objec
             for i, level in enumerate(levels)}
 
 
-def block(client: httpx.Client, url: str, items: list, level: int, tokens: int, tag: str) -> tuple[list, float]:
-    """``items`` through ``url``, ``level`` at once: (per-request rows, wall seconds of the block)."""
+class Balancer:
+    """A configuration's servers: each request to the one with the fewest in flight (replicas behind a
+    balancer; one server: always it)."""
+
+    def __init__(self, urls: list[str]):
+        self.urls, self.busy, self.lock = urls, [0] * len(urls), threading.Lock()
+
+    @contextmanager
+    def pick(self):
+        with self.lock:
+            i = min(range(len(self.urls)), key=lambda j: (self.busy[j], j))
+            self.busy[i] += 1
+        try:
+            yield self.urls[i]
+        finally:
+            with self.lock:
+                self.busy[i] -= 1
+
+
+def block(client: httpx.Client, servers: Balancer, items: list, level: int, tokens: int,
+          tag: str) -> tuple[list, float]:
+    """``items`` through ``servers``, ``level`` at once: (per-request rows, wall seconds of the block)."""
+    def one(pair):
+        i, (domain, prompt) = pair
+        with servers.pick() as url:
+            return {"domain": domain, **ask(client, url, domain, prompt.messages, tokens, f"{tag}-{i}")}
+
     started = time.perf_counter()
     with ThreadPoolExecutor(level) as pool:
-        rows = list(pool.map(lambda pair: {"domain": pair[1][0], **ask(client, url, pair[1][0], pair[1][1].messages,
-                                                                        tokens, f"{tag}-{pair[0]}")},
-                             enumerate(items)))
+        rows = list(pool.map(one, enumerate(items)))
     return rows, time.perf_counter() - started
 
 
-def run(urls: dict[str, str], plan: dict[int, list], tokens: int) -> dict:
+def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int) -> dict:
     log: dict = {}
     began = time.monotonic()
     with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=64)) as client:
@@ -98,11 +132,12 @@ def run(urls: dict[str, str], plan: dict[int, list], tokens: int) -> dict:
             size = 4 * level
             blocks = [stream[i:i + size] for i in range(0, len(stream), size)]
             names = list(urls)
+            balancers = {n: Balancer(u) for n, u in urls.items()}
             entry = log[str(level)] = {n: {"rows": [], "wall": 0.0} for n in names}
             for b, items in enumerate(blocks):
                 for j in range(len(names)):
                     name = names[(b + j) % len(names)]
-                    rows, wall = block(client, urls[name], items, level, tokens, f"{level}-{b}-{name}")
+                    rows, wall = block(client, balancers[name], items, level, tokens, f"{level}-{b}-{name}")
                     entry[name]["rows"] += rows
                     entry[name]["wall"] += wall
                 console.print(f"\rlevel {level}: block {b + 1}/{len(blocks)}, {time.monotonic() - began:.0f} s",
@@ -153,8 +188,9 @@ def stored_by_load(db: str) -> list[dict]:
 
 def report(out: dict) -> None:
     pools = [n for n in out["pools"]]
-    t = Table(title=f"{out['model']} F16, tokens/s ({out['requests']} requests a domain and level, "
-                    f"{out['tokens']} tokens, {out['slots']} slots x {out['threads']} threads a server)")
+    t = Table(title=f"{out['model']} F16, {out.get('layout', 'shared')}, tokens/s ({out['requests']} requests a "
+                    f"domain and level, {out['tokens']} tokens, {out['slots']} slots x {out['threads']} threads a "
+                    f"server)")
     for col in ["in flight", "domain", *pools, PROXY, "best fixed", "proxy/best", "proxy pools"]:
         t.add_column(col)
     for level, s in out["summary"].items():
@@ -199,13 +235,21 @@ def main() -> None:
     parser.add_argument("--pools", default="off,k24", help=f"fixed pools, of {', '.join(LOOKAHEAD)} (default off,k24)")
     parser.add_argument("--slots", type=int, default=8, help="slots (-np) of every server")
     parser.add_argument("--threads", type=int, default=1, help="threads (-t) of every server (default 1)")
-    parser.add_argument("--cores", default="0",
-                        help="CPUs every server is pinned to (taskset list, default 0; '' for none)")
+    parser.add_argument("--layout", choices=("replicas", "shared"), default="replicas",
+                        help="replicas: every configuration two servers, one a core (default); shared: one "
+                             "server a pool, all on --cores")
+    parser.add_argument("--cores", default=None,
+                        help="CPUs: replicas, one server on each (default 0,1); shared, every server on all of "
+                             "them (default 0; '' for no pinning)")
     parser.add_argument("--default-pool", default="k24", help="the proxy's --default-pool ('' for none)")
     parser.add_argument("--no-proxy", action="store_true", help="the fixed pools alone (the engines' table)")
     parser.add_argument("--show", action="store_true", help="print the last run's table and exit")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None, help="default bench/results/load_aware.json "
+                                                                 "(shared: load_aware_shared.json)")
     args = parser.parse_args()
+    shared = args.layout == "shared"
+    args.out = args.out or (SHARED_RESULTS if shared else RESULTS)
+    args.cores = args.cores if args.cores is not None else ("0" if shared else "0,1")
     if args.show:
         out = json.loads(args.out.read_text())
         report(out)
@@ -220,38 +264,51 @@ def main() -> None:
     model = Prepared.read("smollm2-135m")
     target = f16_target(model)
     work = Path(tempfile.mkdtemp(prefix="bench-load-"))
-    fixed = {n: LlamaServer(config(target, n, args.slots, args.threads), log_path=work / f"{n}.log") for n in pools}
-    behind = {} if args.no_proxy else {
-        n: LlamaServer(config(target, n, args.slots, args.threads), log_path=work / f"proxy-{n}.log") for n in pools}
+    cores = [c for c in args.cores.split(",") if c]
+    if not shared and len(cores) < 2:
+        raise SystemExit("--layout replicas: --cores needs two CPUs (one a server)")
+    # (server, the CPUs it is pinned to): replicas, one core each; shared, all of --cores
+    pins = [[args.cores] if args.cores else [None]] * 2 if shared else [[c] for c in cores[:2]]
+
+    def server(n: str, tag: str, pin: list) -> tuple[LlamaServer, str | None]:
+        return LlamaServer(config(target, n, args.slots, args.threads), log_path=work / f"{tag}.log"), pin[0]
+
+    replicas = 1 if shared else 2
+    fixed = {n: [server(n, f"{n}-{i}", pins[i]) for i in range(replicas)] for n in pools}
+    # the proxy's pools: shared, one a pool on the shared cores; replicas, off and k24 on a core each
+    behind = {} if args.no_proxy else {n: server(n, f"proxy-{n}", pins[i % 2]) for i, n in
+                                       enumerate(pools if shared else pools[:2])}
     db = f"sqlite:///{work / 'proxy.db'}"
     out = {"model": model.name, "target": target.name, "requests": args.requests, "tokens": args.tokens,
+           "layout": args.layout, "replicas": replicas,
            "slots": args.slots, "threads": args.threads, "cores": args.cores, "levels": levels,
            "pools": {n: {"speculation": "ngram-mod" if LOOKAHEAD[n] else "none", "lookahead": LOOKAHEAD[n]}
                      for n in pools},
            "default_pool": args.default_pool or None, "machine": platform.processor() or platform.machine(),
            "cpus": os.cpu_count(), "load_before": os.getloadavg()}
     proxy = None
+    everything = [*(s for group in fixed.values() for s in group), *behind.values()]
     began = time.monotonic()
     try:
-        for s in (*fixed.values(), *behind.values()):
+        for s, pin in everything:
             s.start()
-            if args.cores:  # every thread of the server, those it made already included
-                subprocess.run(["taskset", "-a", "-c", "-p", args.cores, str(s.pid)], check=True,
-                               capture_output=True)
+            if pin:  # every thread of the server, those it made already included
+                subprocess.run(["taskset", "-a", "-c", "-p", pin, str(s.pid)], check=True, capture_output=True)
         port = free_port()
-        urls = {n: s.base_url for n, s in fixed.items()}
+        urls = {n: [s.base_url for s, _ in group] for n, group in fixed.items()}
         if behind:
-            # the proxy's pools share the machine (one core): the load of a request is that of all of them
-            extra = ("--shared-load",) + (("--default-pool", args.default_pool) if args.default_pool else ())
-            proxy = start_proxy({n: s.base_url for n, s in behind.items()}, port, db, work / "proxy.log",
+            # shared: the proxy's pools share the machine, so the load of a request is that of all of them
+            extra = (("--shared-load",) if shared else ()) + \
+                (("--default-pool", args.default_pool) if args.default_pool else ())
+            proxy = start_proxy({n: s.base_url for n, (s, _) in behind.items()}, port, db, work / "proxy.log",
                                 health_seconds=2.0, extra=extra)
-            urls[PROXY] = f"http://127.0.0.1:{port}"
+            urls[PROXY] = [f"http://127.0.0.1:{port}"]
         log = run(urls, plan, args.tokens)
     finally:
         if proxy is not None:
             proxy.terminate()
             proxy.wait(60)
-        for s in (*fixed.values(), *behind.values()):
+        for s, _ in everything:
             s.stop()
     out["seconds"] = round(time.monotonic() - began, 1)
     out["load_after"] = os.getloadavg()

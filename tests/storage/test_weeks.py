@@ -16,13 +16,19 @@ SPAN = 40 * DAY
 FLEET = ("domain", "lookahead", "pod", "target_version")
 
 
-@pytest.fixture
-def weeks_of_history(db_url, clock):
+def _forty_days(db_url, clock, steps: int, seed: int) -> Store:
+    """A store holding ``steps`` random steps over 40 days from T0, flushed and rolled up at their end."""
     clock.now = T0 + SPAN + 60
     store = Store.open(db_url, StoreConfig(max_past_seconds=400 * DAY), clock=clock, backfill=True)
-    store.write_records(random_steps(4000, T0, SPAN, seed=7))
+    store.write_records(random_steps(steps, T0, SPAN, seed=seed))
     store.flush(T0 + SPAN)
     store.rollup(T0 + SPAN + 60)
+    return store
+
+
+@pytest.fixture
+def weeks_of_history(db_url, clock):
+    store = _forty_days(db_url, clock, 4000, seed=7)
     yield store
     store.close(flush=False)
 
@@ -64,11 +70,7 @@ def test_a_week_is_not_rolled_up_before_it_ends(weeks_of_history):
 
 
 def test_upgrading_builds_the_weeks_the_days_hold_and_marks_the_current_one(db_url, clock):
-    clock.now = T0 + SPAN + 60
-    store = Store.open(db_url, StoreConfig(max_past_seconds=400 * DAY), clock=clock, backfill=True)
-    store.write_records(random_steps(3000, T0, SPAN, seed=3))
-    store.flush(T0 + SPAN)
-    store.rollup(T0 + SPAN + 60)
+    store = _forty_days(db_url, clock, 3000, seed=3)
     expected = _answer(store, T0, T0 + SPAN, tier="window").rows
     store.close(flush=False)
     db = Database.open(db_url)
