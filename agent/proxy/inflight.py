@@ -10,9 +10,11 @@ enters or leaves, so A grows by n x dt between changes), and a request that ran 
 rounded to the nearest whole request, at least 1. Four requests sent together to an idle pool, each
 decoding 4 s, met 4 each (the count when sent: 1, 2, 3, 4).
 
-The load the next request will meet is at least the count now plus itself; in a steady stream it is what
-the last requests met over their lives (the median of the last ``RECENT`` that ended within ``FRESH``
-seconds), so the first request of a burst is scored at the load the burst will reach, not alone.
+The load the next request will meet is at least the count now plus itself; where the load is the clients'
+(pools sharing one machine meet all of it, however the proxy routes), it is what the last requests met over
+their lives in a steady stream (the median of the last ``RECENT`` that ended within ``FRESH`` seconds), so
+the first request of a burst is scored at the load the burst will reach, not alone (``ahead``). A pool of its
+own meets the load the routing gives it: its count now.
 """
 
 from __future__ import annotations

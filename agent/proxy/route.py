@@ -95,15 +95,17 @@ class Router:
 
 
 def loads(healthy: list[Pool], shared: InFlight | None = None) -> dict[int, int]:
-    """The load a request would meet on the pool of each K (``InFlight.ahead``: the requests in flight there,
-    it included, or what the last ones met over their lives where that is more; the least where two pools
-    share a K); ``shared``: the meter of every pool, where the pools share one machine."""
+    """The load a request would meet on the pool of each K: the requests in flight there, it included (the
+    least where two pools share a K). ``shared``: the meter of every pool, where the pools share one machine:
+    their load is the clients' whatever the routing, so a request meets what the last ones met over their
+    lives where that is more (``InFlight.ahead``: the first request of a burst is scored as the burst). A
+    pool of its own has the load the routing gives it: an idle one is idle, whatever it ran before."""
     if shared is not None:
         load = shared.ahead()
         return {p.lookahead: load for p in healthy}
     out: dict[int, int] = {}
     for p in healthy:
-        load = p.meter.ahead()
+        load = p.inflight + 1
         if out.get(p.lookahead, load) >= load:
             out[p.lookahead] = load
     return out

@@ -41,10 +41,14 @@ def test_requests_in_flight_together_record_the_load_they_met(engines, proxy, sh
 
 def test_a_policy_is_asked_with_each_pools_load():
     class P:
-        def __init__(self, lookahead, inflight):
-            self.lookahead, self.meter = lookahead, InFlight()
+        def __init__(self, lookahead, inflight, meter=None):
+            self.lookahead, self.meter = lookahead, meter or InFlight()
             for _ in range(inflight):
                 self.meter.enter()
+
+        @property
+        def inflight(self):
+            return self.meter.count
 
     pools = [P(0, 3), P(8, 0), P(8, 1)]
     assert loads(pools) == {0: 4, 8: 1}  # the idlest pool of a K
@@ -52,3 +56,12 @@ def test_a_policy_is_asked_with_each_pools_load():
     for _ in range(4):
         everyone.enter()
     assert loads(pools, everyone) == {0: 5, 8: 5}
+    now = [0.0]
+    burst = InFlight(lambda: now[0])  # a pool that ran six requests together, idle now
+    mets = [burst.enter() for _ in range(6)]
+    now[0] += 4.0
+    for met in mets:
+        burst.leave(met)
+    assert burst.ahead() == 6
+    assert loads([P(0, 3), P(8, 0, burst)]) == {0: 4, 8: 1}  # a pool of its own: idle now is idle
+    assert loads([P(0, 3), P(8, 0)], burst) == {0: 6, 8: 6}  # a shared machine: the burst comes back
