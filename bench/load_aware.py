@@ -124,7 +124,15 @@ def block(client: httpx.Client, servers: Balancer, items: list, level: int, toke
     return rows, time.perf_counter() - started
 
 
-def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int, proxy_pid: int | None = None) -> dict:
+    """Per level and configuration: the rows and wall seconds of its blocks; with ``proxy_pid``, the proxy
+    process's CPU seconds over its blocks (``proxy_cpu``: on a machine its servers share, CPU they do not get)."""
     log: dict = {}
     began = time.monotonic()
     with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=64)) as client:
@@ -137,9 +145,12 @@ def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int) -> dict:
             for b, items in enumerate(blocks):
                 for j in range(len(names)):
                     name = names[(b + j) % len(names)]
+                    cpu = cpu_seconds(proxy_pid) if name == PROXY and proxy_pid else None
                     rows, wall = block(client, balancers[name], items, level, tokens, f"{level}-{b}-{name}")
                     entry[name]["rows"] += rows
                     entry[name]["wall"] += wall
+                    if cpu is not None:
+                        entry[name]["proxy_cpu"] = entry[name].get("proxy_cpu", 0.0) + cpu_seconds(proxy_pid) - cpu
                 console.print(f"\rlevel {level}: block {b + 1}/{len(blocks)}, {time.monotonic() - began:.0f} s",
                               end="")
             console.print()
@@ -160,6 +171,8 @@ def summary(log: dict) -> dict:
             drafted, accepted = sum(r["drafted"] for r in rows), sum(r["accepted"] for r in rows)
             row[name] = {"throughput": sum(r["n"] for r in rows) / got["wall"], **per, "pools": pools,
                          "acceptance": accepted / drafted if drafted else None}
+            if "proxy_cpu" in got:  # the proxy's CPU over its blocks, as a share of one core
+                row[name]["proxy_cpu_share"] = got["proxy_cpu"] / got["wall"]
         fixed = [n for n in row if n != PROXY]
         best = {d: max(fixed, key=lambda n: row[n][d]) for d in DOMAINS}
         schedule = max(fixed, key=lambda n: row[n]["throughput"])
@@ -186,6 +199,15 @@ def stored_by_load(db: str) -> list[dict]:
         return [{"error": str(exc)}]
 
 
+def proxy_mix(by: dict) -> str:
+    """The proxy's requests per pool, and its own CPU as a share of a core where measured."""
+    if PROXY not in by:
+        return ""
+    p = by[PROXY]
+    cpu = f"; proxy CPU {p['proxy_cpu_share']:.0%} of a core" if "proxy_cpu_share" in p else ""
+    return ", ".join(f"{k} {v}" for k, v in sorted(p["pools"].items())) + cpu
+
+
 def report(out: dict) -> None:
     pools = [n for n in out["pools"]]
     t = Table(title=f"{out['model']} F16, {out.get('layout', 'shared')}, tokens/s ({out['requests']} requests a "
@@ -200,8 +222,7 @@ def report(out: dict) -> None:
             share = s.get("proxy_vs_schedule" if d == "throughput" else "proxy_vs_best")
             share = share if share is None or d == "throughput" else share[d]
             best = s["schedule"] if d == "throughput" else s["best"][d]
-            mix = ", ".join(f"{k} {v}" for k, v in sorted(by[PROXY]["pools"].items())) \
-                if d == "throughput" and PROXY in by else ""
+            mix = proxy_mix(by) if d == "throughput" else ""
             t.add_row(level, "all (throughput)" if d == "throughput" else d, *cells, best,
                       "-" if share is None else f"{share:.1%}", mix)
     console.print(t)
@@ -217,8 +238,7 @@ def markdown(out: dict) -> str:
             cells = " | ".join(f"{by[n][d]:.1f}" if n in by else "-" for n in (*pools, PROXY))
             share = s.get("proxy_vs_schedule" if d == "throughput" else "proxy_vs_best")
             share = "-" if share is None else f"**{(share if d == 'throughput' else share[d]):.1%}**"
-            mix = ", ".join(f"{k} {v}" for k, v in sorted(by[PROXY]["pools"].items())) \
-                if d == "throughput" and PROXY in by else ""
+            mix = proxy_mix(by) if d == "throughput" else ""
             best = s["schedule"] if d == "throughput" else s["best"][d]
             lines.append(f"| {level} | {'all (throughput)' if d == 'throughput' else d} | {cells} | {best} | "
                          f"{share} | {mix} |")
@@ -303,7 +323,7 @@ def main() -> None:
             proxy = start_proxy({n: s.base_url for n, (s, _) in behind.items()}, port, db, work / "proxy.log",
                                 health_seconds=2.0, extra=extra)
             urls[PROXY] = [f"http://127.0.0.1:{port}"]
-        log = run(urls, plan, args.tokens)
+        log = run(urls, plan, args.tokens, proxy.pid if proxy is not None else None)
     finally:
         if proxy is not None:
             proxy.terminate()

@@ -142,8 +142,8 @@ class Policy(ABC):
     def choose_at(self, domain: str, loads: Mapping[int, int], busy: Collection[int] | None = None) -> Decision:
         """The lookahead for the next request of ``domain`` when it would meet load ``loads[k]`` on the pool
         of K = k (requests in flight there, itself included); ``busy``: the pools running requests now, where
-        the pools share one machine (None: they do not). A policy that does not weigh the load (``load_aware`` False) chooses as
-        ``choose`` does."""
+        the pools share one machine (None: they do not). A policy that does not weigh the load
+        (``load_aware`` False) chooses as ``choose`` does."""
         return self.choose(domain)
 
     @abstractmethod

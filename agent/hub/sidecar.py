@@ -185,7 +185,8 @@ class Sidecar:
             change(self.policy)
             self._defaults.adjust(change)
 
-    def decide(self, domain: str, loads: Mapping[int, int] | None = None, busy: Collection[int] | None = None) -> Decision:
+    def decide(self, domain: str, loads: Mapping[int, int] | None = None,
+               busy: Collection[int] | None = None) -> Decision:
         """The policy's lookahead for the next step of ``domain`` (K = 0: do not speculate). ``loads``: the
         load the request would meet on the pool of each K (the proxy's requests in flight there, it
         included); a policy that weighs the load (``Policy.load_aware``) decides for it then and there,

@@ -62,7 +62,8 @@ def test_a_late_row_for_a_packed_hour_wins_and_is_rolled_up(packed, db_url, cloc
     other.close()
     direct = rows(store, ("domain", "pod", "minute"), tier="window")
     assert {r["pod"] for r in direct} == {"pod-a", "pod-b", "pod-late"}
-    assert store.rollup(T0 + 4 * H) == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 0, "week": 0}  # from blocks and the row
+    # from blocks and the row
+    assert store.rollup(T0 + 4 * H) == {"minute": 1, "ten_minute": 1, "hour": 1, "day": 0, "week": 0}
     same(rows(store, ("domain", "pod", "minute"), tier="minute"), direct)
     same(rows(store, ("domain", "pod", "hour"), tier="hour"), rows(store, ("domain", "pod", "hour"), tier="window"))
     rebuilt = count(store, schema.minutes)  # every series' row of that minute, rebuilt beside its block

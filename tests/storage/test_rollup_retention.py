@@ -27,11 +27,13 @@ def history(store):
 def test_rollup_equals_direct_aggregation(history):
     direct = rows(history, tier="window")
     positions = rows(history, by=("domain", "position"), tier="window")
-    assert history.rollup(T0 + 3 * H) == {"minute": 180, "ten_minute": 18, "hour": 3, "day": 0, "week": 0}  # the day has not ended
+    # the day has not ended
+    assert history.rollup(T0 + 3 * H) == {"minute": 180, "ten_minute": 18, "hour": 3, "day": 0, "week": 0}
     for tier in ("minute", "hour", None):
         same(rows(history, tier=tier), direct)
         same(rows(history, by=("domain", "position"), tier=tier), positions)
-    assert history.rollup(T0 + 3 * H) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 0, "week": 0}  # nothing changed since
+    # nothing changed since
+    assert history.rollup(T0 + 3 * H) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 0, "week": 0}
     same(rows(history, tier="hour"), direct)
     assert history.rollup(T0 + 86400) == {"minute": 0, "ten_minute": 0, "hour": 0, "day": 1, "week": 0}
     by_day = ("domain", "lookahead", "pod", "target_version", "day")
