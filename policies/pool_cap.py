@@ -37,7 +37,7 @@ band's optimistic prior and is tried once, in one domain, for all of them.
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import deque
 from typing import Collection, Iterable, Mapping, Sequence
 
 from policies.arms import arm_of, restricted
@@ -107,7 +107,8 @@ class PoolCap(Policy):
         self._best: dict[str, tuple[float, int]] = {}  # domain -> (whole-request speed at its best, at choice)
         self._prompts: dict[str, DecayingSums] = {}  # domain -> prompt seconds per emitted token, per request
         self._chooses = self._updates = 0
-        self._recent: deque[str] = deque(maxlen=EXPLORE_WINDOW)  # the domains of the last choices
+        self._calls = 0  # choose_at calls
+        self._seen: dict[str, deque[int]] = {}  # domain -> its last calls (the mix a burst is chosen for)
 
     def restrict(self, arms: Iterable[int]) -> "PoolCap":
         """Choose only among ``arms`` (the lookaheads of the pools that are up) from now on."""
@@ -165,7 +166,8 @@ class PoolCap(Policy):
         an idle shared machine chooses for the burst: the pool of least time per token over the domains of
         the last ``EXPLORE_WINDOW`` choices, in their shares, each at its optimistic bound (a pool not
         measured at that load is tried for a burst then) (``_for_the_mix``)."""
-        self._recent.append(domain)
+        self._calls += 1
+        self._seen.setdefault(domain, deque(maxlen=EXPLORE_WINDOW)).append(self._calls)
         arms = self.arms
         if len(arms) == 1:
             return self.decision(arms[0], f"pool-cap: only K={arms[0]} is available")
@@ -203,7 +205,9 @@ class PoolCap(Policy):
         """The pool for a burst about to start on an idle shared machine: least sum over the recent domains of
         share / upper bound of goodput (the burst's time per token on that pool, optimistic); None until
         every pool has a bound in every one of those domains."""
-        mix = Counter(d for d in self._recent if self._rates.evidence(d) > 0 or d == domain)
+        since = self._calls - EXPLORE_WINDOW
+        mix = {d: n for d, calls in self._seen.items()
+               if (n := sum(c > since for c in calls)) and (self._rates.evidence(d) > 0 or d == domain)}
         times: list[tuple[float, int]] = []
         for k in arms:
             bounds = [self.predicted(d, k, bands[k]) for d in mix]
@@ -287,6 +291,7 @@ class PoolCap(Policy):
         self._rates.forget(domain)
         self._best.pop(domain, None)
         self._prompts.pop(domain, None)
+        self._seen.pop(domain, None)
         return self
 
     def __repr__(self) -> str:
