@@ -287,11 +287,11 @@ def main() -> None:
     cores = [c for c in args.cores.split(",") if c]
     if not shared and len(cores) < 2:
         raise SystemExit("--layout replicas: --cores needs two CPUs (one a server)")
-    # (server, the CPUs it is pinned to): replicas, one core each; shared, all of --cores
-    pins = [[args.cores] if args.cores else [None]] * 2 if shared else [[c] for c in cores[:2]]
+    # the CPUs each of two servers is pinned to (taskset list): replicas, a core each; shared, all of --cores
+    pins: list[str | None] = [args.cores or None] * 2 if shared else cores[:2]
 
-    def server(n: str, tag: str, pin: list) -> tuple[LlamaServer, str | None]:
-        return LlamaServer(config(target, n, args.slots, args.threads), log_path=work / f"{tag}.log"), pin[0]
+    def server(n: str, tag: str, pin: str | None) -> tuple[LlamaServer, str | None]:
+        return LlamaServer(config(target, n, args.slots, args.threads), log_path=work / f"{tag}.log"), pin
 
     replicas = 1 if shared else 2
     fixed = {n: [server(n, f"{n}-{i}", pins[i]) for i in range(replicas)] for n in pools}

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from storage import schema
-from storage.config import StoreConfig
+from storage.config import DAY, StoreConfig
 
-DAY, WEEK = 86400, 7 * 86400
+WEEK = 7 * DAY
 
 
 @dataclass(frozen=True)

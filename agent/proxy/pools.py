@@ -66,9 +66,9 @@ class Pools:
         return pool.meter.enter(), self.meter.enter()
 
     def leave(self, pool: Pool, met: tuple[Met, Met], ended: bool = True) -> None:
-        """It ended (``ended``: its lifetime load counts toward the next request's; not so for one that
-        failed over to another pool)."""
-        pool.meter.leave(met[0] if ended else None)
+        """It ended (``ended``: its lifetime load on every pool counts toward the next request's, which only
+        pools sharing one machine read, ``InFlight.ahead``; not so for one that failed over to another pool)."""
+        pool.meter.leave()
         self.meter.leave(met[1] if ended else None)
 
     def healthy(self) -> list[Pool]:
