@@ -91,6 +91,28 @@ def streams(levels: list[int], requests: int) -> dict[int, list[tuple[str, objec
             for i, level in enumerate(levels)}
 
 
+ORIGIN = time.perf_counter()  # rows' start and end are seconds since this
+
+
+def imbalance(rows: list[dict]) -> float | None:
+    """Time mean of |in flight on one server - on the other| over the time any of ``rows`` ran (two
+    servers: a configuration's replicas, or the proxy's pools); None without two servers or timestamps.
+    At 8 in flight a balanced pair runs 4 and 4 (0); 6 and 2 for half the time and 4 and 4 the rest, 2."""
+    servers = sorted({r.get("server") for r in rows})
+    if len(servers) != 2 or any("start" not in r for r in rows):
+        return None
+    events = sorted([(r["start"], servers.index(r["server"]), 1) for r in rows]
+                    + [(r["end"], servers.index(r["server"]), -1) for r in rows])
+    count, weighted, running, last = [0, 0], 0.0, 0.0, events[0][0]
+    for t, server, step in events:
+        if count[0] or count[1]:
+            weighted += abs(count[0] - count[1]) * (t - last)
+            running += t - last
+        last = t
+        count[server] += step
+    return weighted / running if running else None
+
+
 class Balancer:
     """A configuration's servers: each request to the one with the fewest in flight (replicas behind a
     balancer; one server: always it)."""
@@ -116,7 +138,11 @@ def block(client: httpx.Client, servers: Balancer, items: list, level: int, toke
     def one(pair):
         i, (domain, prompt) = pair
         with servers.pick() as url:
-            return {"domain": domain, **ask(client, url, domain, prompt.messages, tokens, f"{tag}-{i}")}
+            start = time.perf_counter() - ORIGIN
+            row = ask(client, url, domain, prompt.messages, tokens, f"{tag}-{i}")
+            # the server that decoded it (the proxy's pool, or the replica), and when: the balance over time
+            return {"domain": domain, **row, "server": row["pool"] or str(servers.urls.index(url)),
+                    "start": round(start, 4), "end": round(time.perf_counter() - ORIGIN, 4)}
 
     started = time.perf_counter()
     with ThreadPoolExecutor(level) as pool:
@@ -171,6 +197,9 @@ def summary(log: dict) -> dict:
             drafted, accepted = sum(r["drafted"] for r in rows), sum(r["accepted"] for r in rows)
             row[name] = {"throughput": sum(r["n"] for r in rows) / got["wall"], **per, "pools": pools,
                          "acceptance": accepted / drafted if drafted else None}
+            apart = imbalance(rows)
+            if apart is not None:  # time mean of |in flight on one server - on the other|
+                row[name]["imbalance"] = apart
             if "proxy_cpu" in got:  # the proxy's CPU over its blocks, as a share of one core
                 row[name]["proxy_cpu_share"] = got["proxy_cpu"] / got["wall"]
         fixed = [n for n in row if n != PROXY]
@@ -205,7 +234,9 @@ def proxy_mix(by: dict) -> str:
         return ""
     p = by[PROXY]
     cpu = f"; proxy CPU {p['proxy_cpu_share']:.0%} of a core" if "proxy_cpu_share" in p else ""
-    return ", ".join(f"{k} {v}" for k, v in sorted(p["pools"].items())) + cpu
+    apart = ", ".join(f"{n} {c['imbalance']:.1f}" for n, c in by.items() if "imbalance" in c)
+    apart = f"; in flight apart: {apart}" if apart else ""
+    return ", ".join(f"{k} {v}" for k, v in sorted(p["pools"].items())) + cpu + apart
 
 
 def report(out: dict) -> None:
