@@ -73,9 +73,10 @@ class PoolCap(Policy):
         A request whose accepted tokens per step lie more than this many spreads from its cell's is a change
         (a target update, a stale draft): the domain's evidence is cut to a tenth at once.
     split_margin
-        Pools sharing one machine: how much faster an idle pool must be predicted than a running one before
-        a request starts it (``choose_at``'s ``busy``). 0.2: a level split between two servers on one core
-        ran 10-20% slower than either alone (docs/load.md).
+        How much faster a pool must be predicted before a request leaves the pools the load would keep it to
+        (``_kept``): on a machine the pools share, those running now (a level split between two servers on
+        one core ran 10-20% slower than either alone); on pools of their own, those with the fewest requests
+        in flight (docs/load.md).
     """
 
     name = "pool-cap"
@@ -162,7 +163,9 @@ class PoolCap(Policy):
         do not): a pool that is not running is chosen over the best running one only when predicted
         ``split_margin`` faster, since two servers taking turns on one machine each batch fewer sequences (a
         level split between two servers on one core ran 10-20% slower than either alone, docs/load.md); a
-        pool not measured at this load is not tried while another runs. So the first request of a burst on
+        pool not measured at this load is not tried while another runs. Pools of their own keep the load
+        even the same way: a pool with more in flight than another is chosen only when predicted
+        ``split_margin`` faster (``_kept``). So the first request of a burst on
         an idle shared machine chooses for the burst: the pool of least time per token over the domains of
         the last ``EXPLORE_WINDOW`` choices, in their shares, each at its optimistic bound (a pool not
         measured at that load is tried for a burst then) (``_for_the_mix``)."""
@@ -190,16 +193,36 @@ class PoolCap(Policy):
         if known and self._leaves_trying(domain, speed):
             scored = [(k, s) for k, s in scored if s[0] is not None]
         k, (mean, bound) = max(scored, key=lambda pair: (pair[1][1], -pair[0]))  # the smaller K on ties
+        kept = self._kept(k, mean, scored, loads, busy)
+        if kept is not None:
+            return kept
         at = f" at load band {bands[k]}" if bands[k] else ""
-        running = [(j, s[0]) for j, s in scored if j in (busy or ()) and s[0] is not None]
-        if running and k not in busy:
-            j, held = max(running, key=lambda pair: (pair[1], -pair[0]))
-            if mean is None or mean < (1.0 + self.split_margin) * held:
-                return self.decision(j, f"pool-cap: K={j} is running ({held:.0f} tok/s{at}) on the machine the "
-                                        f"pools share; K={k} would split it for less than {self.split_margin:.0%}")
         if mean is None:
             return self.decision(k, f"pool-cap: K={k} is not measured yet{at} (bound {bound:.0f} tok/s)")
         return self.decision(k, f"pool-cap: K={k} predicts {mean:.0f} tok/s{at} (bound {bound:.0f})")
+
+    def _kept(self, k: int, mean: float | None, scored: list, loads: Mapping[int, int],
+              busy: Collection[int] | None) -> Decision | None:
+        """Where the load, not the domain, should place the request: the pools it should keep to are, on a
+        shared machine, those running now (``busy``: starting another splits the machine's batch), on pools of
+        their own, those with the fewest requests in flight (a server batches its requests in one pass, so two
+        at 3 and 5 serve less than at 4 and 4: off measured 43.5 tok/s a server at 2 in flight, 61.5 at 4,
+        docs/load.md; and a load band of 5-8 costs a pool at 5 the same as at 8). Best pool ``k`` outside them
+        is taken only when predicted ``split_margin`` faster than the best of them (never while not measured
+        at that load); None: ``k`` stands."""
+        if busy is None:
+            fewest = min(loads.get(j, 1) for j, _ in scored)
+            keep, why = {j for j, _ in scored if loads.get(j, 1) == fewest}, "has the fewest requests in flight"
+        else:
+            keep, why = set(busy), "is running on the machine the pools share"
+        held = [(j, s[0]) for j, s in scored if j in keep and s[0] is not None]
+        if k in keep or not held:
+            return None
+        j, speed = max(held, key=lambda pair: (pair[1], -pair[0]))
+        if mean is not None and mean >= (1.0 + self.split_margin) * speed:
+            return None
+        return self.decision(j, f"pool-cap: K={j} {why} ({speed:.0f} tok/s at load {loads.get(j, 1)}); K={k} "
+                                f"is not predicted {self.split_margin:.0%} faster")
 
     def _for_the_mix(self, domain: str, arms: tuple[int, ...], bands: Mapping[int, int]) -> Decision | None:
         """The pool for a burst about to start on an idle shared machine: least sum over the recent domains of
