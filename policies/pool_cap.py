@@ -175,8 +175,13 @@ class PoolCap(Policy):
         if len(arms) == 1:
             return self.decision(arms[0], f"pool-cap: only K={arms[0]} is available")
         if self.default in arms and self._rates.evidence(domain) <= 0:
-            return self.decision(self.default, f"pool-cap: nothing measured in this domain yet: the default "
-                                               f"pool, K={self.default}")
+            keep, why = self._keep(arms, loads, busy)
+            if busy is not None or self.default in keep:
+                return self.decision(self.default, f"pool-cap: nothing measured in this domain yet: the "
+                                                   f"default pool, K={self.default}")
+            k = min(keep)  # pools of their own: the default is fuller than another
+            return self.decision(k, f"pool-cap: nothing measured in this domain yet: K={k} {why} (the default "
+                                    f"pool, K={self.default}, has more)")
         bands = {k: band(loads.get(k)) for k in arms}
         if busy is not None and not busy and any(bands.values()):
             burst = self._for_the_mix(domain, arms, bands)
@@ -184,7 +189,7 @@ class PoolCap(Policy):
                 return burst
         scored = [(k, self.predicted(domain, k, bands[k])) for k in arms]
         if any(s is None for _, s in scored):
-            k = self._rng.choice(arms)
+            k = self._rng.choice(arms if busy is not None else sorted(self._keep(arms, loads, busy)[0]))
             return self.decision(k, f"pool-cap: nothing is measured yet, K={k} at random")
         self._chooses += 1
         known = [s[0] for _, s in scored if s[0] is not None]
@@ -201,28 +206,35 @@ class PoolCap(Policy):
             return self.decision(k, f"pool-cap: K={k} is not measured yet{at} (bound {bound:.0f} tok/s)")
         return self.decision(k, f"pool-cap: K={k} predicts {mean:.0f} tok/s{at} (bound {bound:.0f})")
 
+    @staticmethod
+    def _keep(arms: Collection[int], loads: Mapping[int, int],
+              busy: Collection[int] | None) -> tuple[set[int], str]:
+        """The pools the load would keep a request to, and why: on a shared machine those running now
+        (``busy``: starting another splits the machine's batch), on pools of their own those with the fewest
+        requests in flight (a server batches its requests in one pass, so two at 3 and 5 serve less than at 4
+        and 4: off measured 43.5 tok/s a server at 2 in flight, 61.5 at 4, docs/load.md; and the load band
+        5-8 costs a pool at 5 the same as at 8)."""
+        if busy is not None:
+            return set(busy), "is running on the machine the pools share"
+        fewest = min(loads.get(j, 1) for j in arms)
+        return {j for j in arms if loads.get(j, 1) == fewest}, "has the fewest requests in flight"
+
     def _kept(self, k: int, mean: float | None, scored: list, loads: Mapping[int, int],
               busy: Collection[int] | None) -> Decision | None:
-        """Where the load, not the domain, should place the request: the pools it should keep to are, on a
-        shared machine, those running now (``busy``: starting another splits the machine's batch), on pools of
-        their own, those with the fewest requests in flight (a server batches its requests in one pass, so two
-        at 3 and 5 serve less than at 4 and 4: off measured 43.5 tok/s a server at 2 in flight, 61.5 at 4,
-        docs/load.md; and a load band of 5-8 costs a pool at 5 the same as at 8). Best pool ``k`` outside them
-        is taken only when predicted ``split_margin`` faster than the best of them (never while not measured
-        at that load); None: ``k`` stands."""
-        if busy is None:
-            fewest = min(loads.get(j, 1) for j, _ in scored)
-            keep, why = {j for j, _ in scored if loads.get(j, 1) == fewest}, "has the fewest requests in flight"
-        else:
-            keep, why = set(busy), "is running on the machine the pools share"
-        held = [(j, s[0]) for j, s in scored if j in keep and s[0] is not None]
+        """The best of the pools the load would keep the request to (``_keep``; best by upper bound) instead
+        of ``k`` outside them, unless ``k`` is predicted ``split_margin`` faster than it (both measured at
+        their loads: a pool not measured there is never the reason to leave them, nor kept from them); None:
+        ``k`` stands."""
+        keep, why = self._keep([j for j, _ in scored], loads, busy)
+        held = [(j, s) for j, s in scored if j in keep]
         if k in keep or not held:
             return None
-        j, speed = max(held, key=lambda pair: (pair[1], -pair[0]))
-        if mean is not None and mean >= (1.0 + self.split_margin) * speed:
+        j, (speed, bound) = max(held, key=lambda pair: (pair[1][1], -pair[0]))
+        if mean is not None and speed is not None and mean >= (1.0 + self.split_margin) * speed:
             return None
-        return self.decision(j, f"pool-cap: K={j} {why} ({speed:.0f} tok/s at load {loads.get(j, 1)}); K={k} "
-                                f"is not predicted {self.split_margin:.0%} faster")
+        shown = f"{speed:.0f} tok/s" if speed is not None else f"not measured, bound {bound:.0f} tok/s"
+        return self.decision(j, f"pool-cap: K={j} {why} ({shown} at load {loads.get(j, 1)}); K={k} is not "
+                                f"predicted {self.split_margin:.0%} faster")
 
     def _for_the_mix(self, domain: str, arms: tuple[int, ...], bands: Mapping[int, int]) -> Decision | None:
         """The pool for a burst about to start on an idle shared machine: least sum over the recent domains of

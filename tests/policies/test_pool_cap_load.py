@@ -156,3 +156,16 @@ def test_on_pools_of_their_own_the_emptier_pool_keeps_the_request_unless_another
     policy.split_margin = 0.1  # past the margin, the faster pool takes it despite its load
     assert policy.choose_at("chat", {0: 8, 24: 7}).lookahead == 0
     assert policy.choose_at("copy", {0: 7, 24: 8}).lookahead == 24
+
+
+def test_a_domain_without_evidence_goes_to_the_default_pool_only_while_it_is_not_the_fuller():
+    """Pools of their own: the default pool takes a new domain while no pool has fewer in flight (a burst of
+    8 new requests was all sent to it while the other pool sat idle); on a shared machine it always does."""
+    policy = PoolCap(kmax=24, seed=0).restrict((0, 24)).prefer(24)
+    decision = policy.choose_at("chat", {0: 1, 24: 3})
+    assert decision.lookahead == 0 and "default" in decision.reason, decision.reason
+    assert policy.choose_at("chat", {0: 2, 24: 2}).lookahead == 24
+    assert policy.choose_at("chat", {0: 3, 24: 1}).lookahead == 24
+    assert policy.choose_at("chat", {0: 1, 24: 3}, busy={24}).lookahead == 24
+    fresh = PoolCap(kmax=24, seed=0).restrict((0, 24))  # no default, nothing measured: the emptier pool
+    assert {fresh.choose_at("copy", {0: 4, 24: 2}).lookahead for _ in range(8)} == {24}
