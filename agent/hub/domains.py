@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 
 from policies.base import Decision, Policy, StopDrafting, StopState
 from policies.switch import switch_of
@@ -116,8 +116,13 @@ class Defaults:
             change(self._policy)
             self.decision = self._policy.choose(_TEMPLATE_KEY)
 
-    def decide(self, domain: str) -> Decision:
+    def decide(self, domain: str, loads: Mapping[int, int] | None = None,
+               busy: Collection[int] | None = None) -> Decision:
+        """The new domain's decision; with ``loads`` (``Sidecar.decide``), a load-aware policy's copy decides at
+        them (a new domain's first requests, sent at once, are not all sent to one pool of several idle)."""
         d = self.decision
+        if loads and self._policy is not None and self._policy.load_aware:
+            d = self._policy.choose_at(_TEMPLATE_KEY, loads, busy)
         return dataclasses.replace(d, reason=f"unknown domain {domain!r} (no records yet, or evicted while "
                                              f"idle): the start of a new domain, {d.reason}")
 

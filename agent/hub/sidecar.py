@@ -197,7 +197,7 @@ class Sidecar:
             with state.lock:
                 key = state.slots.key(domain)
                 if key is None:
-                    return self._defaults.decide(domain)
+                    return self._defaults.decide(domain, loads, busy)
                 decision = self.policy.choose_at(key, loads, busy)
                 state.stamp(key, decision)
             return decision if key == domain else self._shared(decision)

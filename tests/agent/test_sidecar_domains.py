@@ -222,3 +222,15 @@ def test_a_domain_in_its_first_life_keeps_its_live_switch_state(store, clock):
     assert sidecar.tend_domains()[0] == ["logs"]
     sidecar.record_many([step("logs", 3, 2, clock.now - 1)])
     assert sidecar.tend_domains()[1] == ["logs"] and not switch.is_on("logs")
+
+
+def test_a_new_domain_is_placed_at_the_load_of_each_pool(store, clock):
+    """A load-aware policy's new domain goes to its default pool while that pool has no more in flight than
+    another, else to the emptier pool: a new domain's first requests, sent at once, are not all queued on
+    one pool while another sits idle."""
+    policy = make("pool-cap", kmax=24, seed=0).restrict((0, 24)).prefer(24)
+    sidecar = Sidecar(store, policy, clock=clock)
+    assert sidecar.decide("fresh", {0: 1, 24: 1}).lookahead == 24
+    d = sidecar.decide("fresh", {0: 1, 24: 2})
+    assert d.lookahead == 0 and "unknown domain 'fresh'" in d.reason, d.reason
+    assert sidecar.decide("fresh", busy=None).lookahead == 24  # no loads: the default
