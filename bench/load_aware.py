@@ -156,10 +156,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int, proxy_pid: int | None = None) -> dict:
-    """Per level and configuration: the rows and wall seconds of its blocks; with ``proxy_pid``, the proxy
-    process's CPU seconds over its blocks (``proxy_cpu``: on a machine its servers share, CPU they do not get)."""
+def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int,
+        pids: dict[str, dict[str, int]] | None = None) -> dict:
+    """Per level and configuration: the rows and wall seconds of its blocks; with ``pids`` (per configuration,
+    its processes by label: servers, the proxy), each process's CPU seconds over the configuration's blocks
+    (``cpu``: a server given less than its core, or the proxy's own share of the servers' cores)."""
     log: dict = {}
+    pids = pids or {}
     began = time.monotonic()
     with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=64)) as client:
         for level, stream in plan.items():
@@ -167,16 +170,17 @@ def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int, proxy_pi
             blocks = [stream[i:i + size] for i in range(0, len(stream), size)]
             names = list(urls)
             balancers = {n: Balancer(u) for n, u in urls.items()}
-            entry = log[str(level)] = {n: {"rows": [], "wall": 0.0} for n in names}
+            entry = log[str(level)] = {n: {"rows": [], "wall": 0.0, "cpu": {}} for n in names}
             for b, items in enumerate(blocks):
                 for j in range(len(names)):
                     name = names[(b + j) % len(names)]
-                    cpu = cpu_seconds(proxy_pid) if name == PROXY and proxy_pid else None
+                    before = {label: cpu_seconds(pid) for label, pid in pids.get(name, {}).items()}
                     rows, wall = block(client, balancers[name], items, level, tokens, f"{level}-{b}-{name}")
                     entry[name]["rows"] += rows
                     entry[name]["wall"] += wall
-                    if cpu is not None:
-                        entry[name]["proxy_cpu"] = entry[name].get("proxy_cpu", 0.0) + cpu_seconds(proxy_pid) - cpu
+                    cpu = entry[name]["cpu"]
+                    for label, pid in pids.get(name, {}).items():
+                        cpu[label] = cpu.get(label, 0.0) + cpu_seconds(pid) - before[label]
                 console.print(f"\rlevel {level}: block {b + 1}/{len(blocks)}, {time.monotonic() - began:.0f} s",
                               end="")
             console.print()
@@ -200,8 +204,10 @@ def summary(log: dict) -> dict:
             apart = imbalance(rows)
             if apart is not None:  # time mean of |in flight on one server - on the other|
                 row[name]["imbalance"] = apart
-            if "proxy_cpu" in got:  # the proxy's CPU over its blocks, as a share of one core
-                row[name]["proxy_cpu_share"] = got["proxy_cpu"] / got["wall"]
+            if got.get("cpu"):  # each process's CPU over the blocks, as a share of one core
+                row[name]["cpu_share"] = {label: seconds / got["wall"] for label, seconds in got["cpu"].items()}
+            if PROXY in got.get("cpu", {}):
+                row[name]["proxy_cpu_share"] = got["cpu"][PROXY] / got["wall"]
         fixed = [n for n in row if n != PROXY]
         best = {d: max(fixed, key=lambda n: row[n][d]) for d in DOMAINS}
         schedule = max(fixed, key=lambda n: row[n]["throughput"])
@@ -234,6 +240,8 @@ def proxy_mix(by: dict) -> str:
         return ""
     p = by[PROXY]
     cpu = f"; proxy CPU {p['proxy_cpu_share']:.0%} of a core" if "proxy_cpu_share" in p else ""
+    servers = ", ".join(f"{label} {share:.0%}" for label, share in p.get("cpu_share", {}).items() if label != PROXY)
+    cpu += f"; its servers' CPU: {servers}" if servers else ""
     apart = ", ".join(f"{n} {c['imbalance']:.1f}" for n, c in by.items() if "imbalance" in c)
     apart = f"; in flight apart: {apart}" if apart else ""
     return ", ".join(f"{k} {v}" for k, v in sorted(p["pools"].items())) + cpu + apart
@@ -347,6 +355,7 @@ def main() -> None:
                 subprocess.run(["taskset", "-a", "-c", "-p", pin, str(s.pid)], check=True, capture_output=True)
         port = free_port()
         urls = {n: [s.base_url for s, _ in group] for n, group in fixed.items()}
+        pids = {n: {str(i): s.pid for i, (s, _) in enumerate(group)} for n, group in fixed.items()}
         if behind:
             # shared: the proxy's pools share the machine, so the load of a request is that of all of them
             extra = (("--shared-load",) if shared else ()) + \
@@ -354,7 +363,8 @@ def main() -> None:
             proxy = start_proxy({n: s.base_url for n, (s, _) in behind.items()}, port, db, work / "proxy.log",
                                 health_seconds=2.0, extra=extra)
             urls[PROXY] = [f"http://127.0.0.1:{port}"]
-        log = run(urls, plan, args.tokens, proxy.pid if proxy is not None else None)
+            pids[PROXY] = {PROXY: proxy.pid, **{n: s.pid for n, (s, _) in behind.items()}}
+        log = run(urls, plan, args.tokens, pids)
     finally:
         if proxy is not None:
             proxy.terminate()
