@@ -175,7 +175,7 @@ class PoolCap(Policy):
         if len(arms) == 1:
             return self.decision(arms[0], f"pool-cap: only K={arms[0]} is available")
         if self.default in arms and self._rates.evidence(domain) <= 0:
-            keep, why = self._keep(arms, loads, busy)
+            keep, why = self._keep(arms, loads, None)
             if busy is not None or self.default in keep:
                 return self.decision(self.default, f"pool-cap: nothing measured in this domain yet: the "
                                                    f"default pool, K={self.default}")
@@ -222,9 +222,8 @@ class PoolCap(Policy):
     def _kept(self, k: int, mean: float | None, scored: list, loads: Mapping[int, int],
               busy: Collection[int] | None) -> Decision | None:
         """The best of the pools the load would keep the request to (``_keep``; best by upper bound) instead
-        of ``k`` outside them, unless ``k`` is predicted ``split_margin`` faster than it (both measured at
-        their loads: a pool not measured there is never the reason to leave them, nor kept from them); None:
-        ``k`` stands."""
+        of ``k`` outside them, unless ``k`` is predicted ``split_margin`` faster than it (so ``k`` leaves
+        them only when both are measured at their loads); None: ``k`` stands."""
         keep, why = self._keep([j for j, _ in scored], loads, busy)
         held = [(j, s) for j, s in scored if j in keep]
         if k in keep or not held:
