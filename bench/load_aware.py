@@ -301,6 +301,8 @@ def main() -> None:
                         help="CPUs: replicas, one server on each (default 0,1); shared, every server on all of "
                              "them (default 0; '' for no pinning)")
     parser.add_argument("--default-pool", default="k24", help="the proxy's --default-pool ('' for none)")
+    parser.add_argument("--health-seconds", type=float, default=2.0,
+                        help="the proxy's pool checks, seconds apart (default 2)")
     parser.add_argument("--no-proxy", action="store_true", help="the fixed pools alone (the engines' table)")
     parser.add_argument("--show", action="store_true", help="print the last run's table and exit")
     parser.add_argument("--out", type=Path, default=None, help="default bench/results/load_aware.json "
@@ -361,7 +363,7 @@ def main() -> None:
             extra = (("--shared-load",) if shared else ()) + \
                 (("--default-pool", args.default_pool) if args.default_pool else ())
             proxy = start_proxy({n: s.base_url for n, (s, _) in behind.items()}, port, db, work / "proxy.log",
-                                health_seconds=2.0, extra=extra)
+                                health_seconds=args.health_seconds, extra=extra)
             urls[PROXY] = [f"http://127.0.0.1:{port}"]
             pids[PROXY] = {PROXY: proxy.pid, **{n: s.pid for n, (s, _) in behind.items()}}
         log = run(urls, plan, args.tokens, pids)
