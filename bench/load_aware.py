@@ -12,7 +12,9 @@ At each level, a mixed stream of held-out ``chat`` and ``copy`` prompts (alterna
 tokens; requests go in blocks of 4 x the level, each block through every configuration in turn (rotating
 order: background load hits them alike), the level's requests in flight at once. Per configuration and
 level: throughput (tokens over the wall time of its blocks), and per domain the rate of a request (its
-tokens over its wall time, summed over the domain's requests). Goals (issue: decisions that know the load):
+tokens over its wall time, summed over the domain's requests); each process's CPU over the blocks (servers and
+proxy), and how far apart its two servers' in-flight counts ran (time mean of the difference, from each
+request's server and times, kept in the log). Goals (issue: decisions that know the load):
 the proxy >= 95% of the best fixed pool per domain at every level, and >= the engine-style schedule (the
 best fixed pool per level over both domains, chosen offline) in throughput on the mixed stream.
 
