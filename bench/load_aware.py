@@ -69,6 +69,7 @@ RESULTS = Path(__file__).parent / "results" / "load_aware.json"
 SHARED_RESULTS = Path(__file__).parent / "results" / "load_aware_shared.json"
 LOOKAHEAD = {"off": 0, "k8": 8, "k24": 24}
 PROXY = "proxy"
+MIX = "mix"  # --mix: servers like the proxy's behind the client's balancer (a control, not a fixed pool)
 DOMAINS = ("chat", "copy")
 console = Console(stderr=True)
 
@@ -210,7 +211,7 @@ def summary(log: dict) -> dict:
                 row[name]["cpu_share"] = {label: seconds / got["wall"] for label, seconds in got["cpu"].items()}
             if PROXY in got.get("cpu", {}):
                 row[name]["proxy_cpu_share"] = got["cpu"][PROXY] / got["wall"]
-        fixed = [n for n in row if n != PROXY]
+        fixed = [n for n in row if n not in (PROXY, MIX)]
         best = {d: max(fixed, key=lambda n: row[n][d]) for d in DOMAINS}
         schedule = max(fixed, key=lambda n: row[n]["throughput"])
         out[level] = {"by": row, "best": best, "schedule": schedule}
@@ -249,8 +250,13 @@ def proxy_mix(by: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(p["pools"].items())) + cpu + apart
 
 
+def controls(out: dict) -> list[str]:
+    """The control configuration's column where the run has one (``--mix``)."""
+    return [MIX] if any(MIX in s["by"] for s in out["summary"].values()) else []
+
+
 def report(out: dict) -> None:
-    pools = [n for n in out["pools"]]
+    pools = [n for n in out["pools"]] + controls(out)
     t = Table(title=f"{out['model']} F16, {out.get('layout', 'shared')}, tokens/s ({out['requests']} requests a "
                     f"domain and level, {out['tokens']} tokens, {out['slots']} slots x {out['threads']} threads a "
                     f"server)")
@@ -270,7 +276,7 @@ def report(out: dict) -> None:
 
 
 def markdown(out: dict) -> str:
-    pools = list(out["pools"])
+    pools = list(out["pools"]) + controls(out)
     lines = ["| in flight | domain | " + " | ".join(pools) + " | proxy | best fixed | proxy/best | proxy's pools |",
              "|" + "---|" * (len(pools) + 6)]
     for level, s in out["summary"].items():
@@ -305,6 +311,9 @@ def main() -> None:
     parser.add_argument("--default-pool", default="k24", help="the proxy's --default-pool ('' for none)")
     parser.add_argument("--health-seconds", type=float, default=2.0,
                         help="the proxy's pool checks, seconds apart (default 2)")
+    parser.add_argument("--mix", action="store_true",
+                        help="replicas: also servers like the proxy's (off and k24, a core each) behind the "
+                             "client's balancer, to tell the proxy's path from its pair of pools")
     parser.add_argument("--no-proxy", action="store_true", help="the fixed pools alone (the engines' table)")
     parser.add_argument("--show", action="store_true", help="print the last run's table and exit")
     parser.add_argument("--out", type=Path, default=None, help="default bench/results/load_aware.json "
@@ -341,6 +350,8 @@ def main() -> None:
     # the proxy's pools: shared, one a pool on the shared cores; replicas, off and k24 on a core each
     behind = {} if args.no_proxy else {n: server(n, f"proxy-{n}", pins[i % 2]) for i, n in
                                        enumerate(pools if shared else pools[:2])}
+    # --mix: the proxy's pair of pools without the proxy (the client's balancer in front)
+    mix = [server(n, f"mix-{n}", pins[i]) for i, n in enumerate(pools[:2])] if args.mix and not shared else []
     db = f"sqlite:///{work / 'proxy.db'}"
     out = {"model": model.name, "target": target.name, "requests": args.requests, "tokens": args.tokens,
            "layout": args.layout, "replicas": replicas,
@@ -350,7 +361,7 @@ def main() -> None:
            "default_pool": args.default_pool or None, "machine": platform.processor() or platform.machine(),
            "cpus": os.cpu_count(), "load_before": os.getloadavg()}
     proxy = None
-    everything = [*(s for group in fixed.values() for s in group), *behind.values()]
+    everything = [*(s for group in fixed.values() for s in group), *behind.values(), *mix]
     began = time.monotonic()
     try:
         for s, pin in everything:
@@ -360,6 +371,8 @@ def main() -> None:
         port = free_port()
         urls = {n: [s.base_url for s, _ in group] for n, group in fixed.items()}
         pids = {n: {str(i): s.pid for i, (s, _) in enumerate(group)} for n, group in fixed.items()}
+        if mix:
+            urls[MIX], pids[MIX] = [s.base_url for s, _ in mix], {str(i): s.pid for i, (s, _) in enumerate(mix)}
         if behind:
             # shared: the proxy's pools share the machine, so the load of a request is that of all of them
             extra = (("--shared-load",) if shared else ()) + \
