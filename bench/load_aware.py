@@ -23,7 +23,10 @@ Two layouts, each giving every configuration the same compute:
 - ``--layout replicas`` (default), pools as they are deployed, a machine each: every configuration is two
   servers of one thread, one pinned to each core. A fixed pool is two replicas of it behind a balancer (the
   client sends each request to the one with fewer in flight); the proxy routes between one ``off`` and one
-  ``k24`` server (the first two of --pools), each on a core of its own.
+  ``k24`` server (the first two of --pools), each on a core of its own. Every block, a configuration's two
+  servers trade cores (``--no-swap`` keeps them): one core of a 2-core machine is slower for a server than the
+  other, and the proxy's two servers differ, so without the swap its domains' figures would depend on which
+  domain the routing sends to which core.
 - ``--layout shared``: every server one thread pinned to the same core (--cores, default 0), the proxy's
   pools too (``--shared-load``): a configuration computes on one core whether it uses one pool or splits a
   level between two, which then take turns on it (the client and the proxy run on the other core).
@@ -62,7 +65,7 @@ from agent.pretrained.f16 import f16_target  # noqa: E402
 from agent.pretrained.prepare import Prepared  # noqa: E402
 from agent.pretrained.prompts import prompts as prompt_set  # noqa: E402
 from bench.engine_llamacpp import start_proxy  # noqa: E402
-from bench.load_report import DOMAINS, MIX, PROXY, markdown, report, summary  # noqa: E402
+from bench.load_report import DOMAINS, MIX, PROXY, core_table, markdown, report, summary  # noqa: E402
 from bench.real_model import ask  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "load_aware.json"
@@ -137,13 +140,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pin_to(pid: int, cpus: str) -> None:
+    """Every thread of process ``pid``, those it made already included, on ``cpus`` (a taskset list)."""
+    subprocess.run(["taskset", "-a", "-c", "-p", cpus, str(pid)], check=True, capture_output=True)
+
+
 def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int,
-        pids: dict[str, dict[str, int]] | None = None) -> dict:
+        pids: dict[str, dict[str, int]] | None = None, swap: dict[str, dict[str, int]] | None = None,
+        cores: list[str] = ()) -> dict:
     """Per level and configuration: the rows and wall seconds of its blocks; with ``pids`` (per configuration,
     its processes by label: servers, the proxy), each process's CPU seconds over the configuration's blocks
-    (``cpu``: a server given less than its core, or the proxy's own share of the servers' cores)."""
+    (``cpu``: a server given less than its core, or the proxy's own share of the servers' cores).
+
+    ``swap`` (per configuration, its two servers' pids by label): before each block of the configuration its
+    servers go to ``cores`` in turn, server i to cores[(i + block) % 2], so each sees either core in half its
+    blocks, a row's ``core`` saying where it ran (a server on one core of this machine decodes 5-15% slower
+    than on the other: without the swap, which domain the proxy routes to which core would move a domain's
+    figure by as much)."""
     log: dict = {}
-    pids = pids or {}
+    pids, swap = pids or {}, swap or {}
     began = time.monotonic()
     with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=64)) as client:
         for level, stream in plan.items():
@@ -155,9 +170,13 @@ def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int,
             for b, items in enumerate(blocks):
                 for j in range(len(names)):
                     name = names[(b + j) % len(names)]
+                    on = {label: cores[(i + b) % 2] for i, label in enumerate(swap.get(name, {}))}
+                    for label, core in on.items():
+                        pin_to(swap[name][label], core)
                     before = {label: cpu_seconds(pid) for label, pid in pids.get(name, {}).items()}
                     rows, wall = block(client, balancers[name], items, level, tokens, f"{level}-{b}-{name}")
-                    entry[name]["rows"] += rows
+                    entry[name]["rows"] += [{**r, "block": b, **({"core": on[r["server"]]} if on else {})}
+                                            for r in rows]
                     entry[name]["wall"] += wall
                     cpu = entry[name]["cpu"]
                     for label, pid in pids.get(name, {}).items():
@@ -205,6 +224,9 @@ def main() -> None:
     parser.add_argument("--mix", action="store_true",
                         help="replicas: also servers like the proxy's (off and k24, a core each) behind the "
                              "client's balancer, to tell the proxy's path from its pair of pools")
+    parser.add_argument("--no-swap", action="store_true",
+                        help="replicas: keep each server on its core (default: a configuration's two servers "
+                             "change cores every block)")
     parser.add_argument("--no-proxy", action="store_true", help="the fixed pools alone (the engines' table)")
     parser.add_argument("--show", action="store_true", help="print the last run's table and exit")
     parser.add_argument("--out", type=Path, default=None, help="default bench/results/load_aware.json "
@@ -217,6 +239,7 @@ def main() -> None:
         out = json.loads(args.out.read_text())
         report(out)
         print(markdown(out))
+        print(core_table(out))
         return
     pools = args.pools.split(",")
     unknown = [p for p in pools if p not in LOOKAHEAD]
@@ -257,8 +280,8 @@ def main() -> None:
     try:
         for s, pin in everything:
             s.start()
-            if pin:  # every thread of the server, those it made already included
-                subprocess.run(["taskset", "-a", "-c", "-p", pin, str(s.pid)], check=True, capture_output=True)
+            if pin:
+                pin_to(s.pid, pin)
         port = free_port()
         urls = {n: [s.base_url for s, _ in group] for n, group in fixed.items()}
         pids = {n: {str(i): s.pid for i, (s, _) in enumerate(group)} for n, group in fixed.items()}
@@ -272,7 +295,11 @@ def main() -> None:
                                 health_seconds=args.health_seconds, extra=extra)
             urls[PROXY] = [f"http://127.0.0.1:{port}"]
             pids[PROXY] = {PROXY: proxy.pid, **{n: s.pid for n, (s, _) in behind.items()}}
-        log = run(urls, plan, args.tokens, pids)
+        # replicas: each configuration's two servers trade cores every block (the proxy's off and k24 too)
+        swap = {} if shared or args.no_swap else {
+            n: {label: p for label, p in by.items() if label != PROXY} for n, by in pids.items()}
+        out["swap"] = bool(swap)
+        log = run(urls, plan, args.tokens, pids, swap, cores[:2])
     finally:
         if proxy is not None:
             proxy.terminate()
@@ -288,6 +315,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(markdown(out))
+    print(core_table(out))
 
 
 if __name__ == "__main__":

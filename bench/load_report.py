@@ -50,6 +50,12 @@ def summary(log: dict) -> dict:
                 row[name]["imbalance"] = apart
             if got.get("cpu"):  # each process's CPU over the blocks, as a share of one core
                 row[name]["cpu_share"] = {label: seconds / got["wall"] for label, seconds in got["cpu"].items()}
+            by_core = {}  # with --swap: the rate of a request on each core, per configuration
+            for core in sorted({r["core"] for r in rows if "core" in r}):
+                on = [r for r in rows if r.get("core") == core]
+                by_core[core] = sum(r["n"] for r in on) / sum(r["wall"] for r in on)
+            if by_core:
+                row[name]["by_core"] = by_core
             if PROXY in got.get("cpu", {}):
                 row[name]["proxy_cpu_share"] = got["cpu"][PROXY] / got["wall"]
         fixed = [n for n in row if n not in (PROXY, MIX)]
@@ -98,6 +104,22 @@ def report(out: dict) -> None:
             t.add_row(level, "all (throughput)" if d == "throughput" else d, *cells, best,
                       "-" if share is None else f"{share:.1%}", mix)
     console.print(t)
+
+
+def core_table(out: dict) -> str:
+    """Where servers traded cores every block: per level and configuration, the rate of a request on each core
+    (tokens over wall seconds, both domains), and the second's against the first's."""
+    levels = [(level, s["by"]) for level, s in out["summary"].items()
+              if any("by_core" in c for c in s["by"].values())]
+    if not levels:
+        return ""
+    lines = ["| in flight | configuration | core | tokens/s | against the first |", "|---|---|---|---|---|"]
+    for level, by in levels:
+        for name, c in by.items():
+            rates = list(c.get("by_core", {}).items())
+            for core, rate in rates:
+                lines.append(f"| {level} | {name} | {core} | {rate:.1f} | {rate / rates[0][1]:.1%} |")
+    return "\n".join(lines)
 
 
 def markdown(out: dict) -> str:
