@@ -65,7 +65,7 @@ from agent.pretrained.f16 import f16_target  # noqa: E402
 from agent.pretrained.prepare import Prepared  # noqa: E402
 from agent.pretrained.prompts import prompts as prompt_set  # noqa: E402
 from bench.engine_llamacpp import start_proxy  # noqa: E402
-from bench.load_report import DOMAINS, MIX, PROXY, core_table, markdown, report, summary  # noqa: E402
+from bench.load_report import DOMAINS, MIX, PROXY, core_table, markdown, report, server_table, summary  # noqa: E402
 from bench.real_model import ask  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "load_aware.json"
@@ -240,6 +240,7 @@ def main() -> None:
         report(out)
         print(markdown(out))
         print(core_table(out))
+        print(server_table(out))
         return
     pools = args.pools.split(",")
     unknown = [p for p in pools if p not in LOOKAHEAD]
@@ -316,6 +317,7 @@ def main() -> None:
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(markdown(out))
     print(core_table(out))
+    print(server_table(out))
 
 
 if __name__ == "__main__":

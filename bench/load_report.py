@@ -122,6 +122,20 @@ def core_table(out: dict) -> str:
     return "\n".join(lines)
 
 
+def server_table(out: dict) -> str:
+    """Per level, configuration and server: its requests and the engine's decoding time per token (its
+    figures: prompt_ms + predicted_ms less the prompt's, over the tokens), which tells a slow server from a
+    slow path or routing."""
+    lines = ["| in flight | configuration | server | requests | decoding ms a token |", "|---|---|---|---|---|"]
+    for level, by in out["log"].items():
+        for name, got in by.items():
+            for server in sorted({r["server"] for r in got["rows"]}):
+                on = [r for r in got["rows"] if r["server"] == server]
+                ms = 1000 * sum(r["engine"] - r["prompt"] for r in on) / sum(r["n"] for r in on)
+                lines.append(f"| {level} | {name} | {server} | {len(on)} | {ms:.1f} |")
+    return "\n".join(lines)
+
+
 def markdown(out: dict) -> str:
     pools = list(out["pools"]) + controls(out)
     lines = ["| in flight | domain | " + " | ".join(pools) + " | proxy | best fixed | proxy/best | proxy's pools |",

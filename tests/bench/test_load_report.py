@@ -15,7 +15,8 @@ from bench import load_report as lr  # noqa: E402
 
 def row(domain, server, start, end, n=64, core=None):
     r = {"domain": domain, "n": n, "wall": end - start, "server": server, "start": start, "end": end,
-         "pool": server if server in ("off", "k24") else "", "drafted": 0, "accepted": 0}
+         "pool": server if server in ("off", "k24") else "", "drafted": 0, "accepted": 0,
+         "engine": end - start, "prompt": 0.0}
     return r if core is None else {**r, "core": core}
 
 
@@ -42,3 +43,9 @@ def test_rates_per_core_and_the_proxy_against_the_best_pool():
     assert "| 8 | off | 1 | 16.0 | 50.0% |" in table.splitlines()
     kept = [{k: v for k, v in r.items() if k != "core"} for r in fixed]  # servers that kept their cores
     assert lr.core_table({"summary": lr.summary({"8": {"off": {"rows": kept, "wall": 4.0}}})}) == ""
+
+
+def test_servers_decoding_time_a_token():
+    rows = [row("chat", "0", 0, 2), row("copy", "0", 0, 4), row("chat", "1", 0, 6.4)]
+    lines = lr.server_table({"log": {"4": {"off": {"rows": rows, "wall": 6.4}}}}).splitlines()
+    assert lines[2:] == ["| 4 | off | 0 | 2 | 46.9 |", "| 4 | off | 1 | 1 | 100.0 |"]
