@@ -154,9 +154,8 @@ def run(urls: dict[str, list[str]], plan: dict[int, list], tokens: int,
 
     ``swap`` (per configuration, its two servers' pids by label): before each block of the configuration its
     servers go to ``cores`` in turn, server i to cores[(i + block) % 2], so each sees either core in half its
-    blocks, a row's ``core`` saying where it ran (a server on one core of this machine decodes 5-15% slower
-    than on the other: without the swap, which domain the proxy routes to which core would move a domain's
-    figure by as much)."""
+    blocks, a row's ``core`` saying where it ran (in runs without it a server on one core decoded 5-15% slower
+    than on the other, and which domain the proxy routed to which core moved a domain's figure by as much)."""
     log: dict = {}
     pids, swap = pids or {}, swap or {}
     began = time.monotonic()
