@@ -122,6 +122,12 @@ def core_table(out: dict) -> str:
     return "\n".join(lines)
 
 
+def decoding_ms(rows: list[dict]) -> float:
+    """The engine's decoding time a token over ``rows``, in ms: its prompt_ms + predicted_ms less the prompt's,
+    over the tokens."""
+    return 1000 * sum(r["engine"] - r["prompt"] for r in rows) / sum(r["n"] for r in rows)
+
+
 def server_table(out: dict) -> str:
     """Per level, configuration and server: its requests and the engine's decoding time per token (its
     figures: prompt_ms + predicted_ms less the prompt's, over the tokens), which tells a slow server from a
@@ -131,8 +137,7 @@ def server_table(out: dict) -> str:
         for name, got in by.items():
             for server in sorted({r["server"] for r in got["rows"]}):
                 on = [r for r in got["rows"] if r["server"] == server]
-                ms = 1000 * sum(r["engine"] - r["prompt"] for r in on) / sum(r["n"] for r in on)
-                lines.append(f"| {level} | {name} | {server} | {len(on)} | {ms:.1f} |")
+                lines.append(f"| {level} | {name} | {server} | {len(on)} | {decoding_ms(on):.1f} |")
     return "\n".join(lines)
 
 

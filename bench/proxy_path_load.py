@@ -35,7 +35,8 @@ from agent.pretrained.prepare import Prepared  # noqa: E402
 from agent.pretrained.prompts import prompts as prompt_set  # noqa: E402
 from bench.engine_llamacpp import start_proxy  # noqa: E402
 from bench.load_aware import config, pin_to  # noqa: E402
-from bench.real_model import ask  # noqa: E402
+from bench.load_report import decoding_ms  # noqa: E402
+from bench.real_model import ask, rate  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "proxy_path_load.json"
 PATHS = ("direct", "proxied")
@@ -48,9 +49,7 @@ def held(server: LlamaServer) -> dict:
 
 
 def figures(rows: list[dict]) -> dict:
-    tokens = sum(r["n"] for r in rows)
-    return {"requests": len(rows), "decoding_ms": 1000 * sum(r["engine"] - r["prompt"] for r in rows) / tokens,
-            "tokens_per_s": tokens / sum(r["wall"] for r in rows)}
+    return {"requests": len(rows), "decoding_ms": decoding_ms(rows), "tokens_per_s": rate(rows)}
 
 
 def main() -> None:
