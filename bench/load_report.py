@@ -31,14 +31,19 @@ def imbalance(rows: list[dict]) -> float | None:
         count[server] += step
     return weighted / running if running else None
 
+
+def rate(rows: list[dict]) -> float:
+    """Tokens over wall seconds of ``rows`` (a request's rate, summed over them)."""
+    return sum(r["n"] for r in rows) / sum(r["wall"] for r in rows)
+
+
 def summary(log: dict) -> dict:
     out = {}
     for level, by in log.items():
         row = {}
         for name, got in by.items():
             rows = got["rows"]
-            per = {d: sum(r["n"] for r in rows if r["domain"] == d) / sum(r["wall"] for r in rows if r["domain"] == d)
-                   for d in DOMAINS}
+            per = {d: rate([r for r in rows if r["domain"] == d]) for d in DOMAINS}
             pools: dict[str, int] = {}
             for r in rows:
                 pools[r["pool"] or name] = pools.get(r["pool"] or name, 0) + 1
@@ -50,10 +55,9 @@ def summary(log: dict) -> dict:
                 row[name]["imbalance"] = apart
             if got.get("cpu"):  # each process's CPU over the blocks, as a share of one core
                 row[name]["cpu_share"] = {label: seconds / got["wall"] for label, seconds in got["cpu"].items()}
-            by_core = {}  # with --swap: the rate of a request on each core, per configuration
-            for core in sorted({r["core"] for r in rows if "core" in r}):
-                on = [r for r in rows if r.get("core") == core]
-                by_core[core] = sum(r["n"] for r in on) / sum(r["wall"] for r in on)
+            # servers trading cores: the rate of a request on each core, per configuration
+            by_core = {core: rate([r for r in rows if r.get("core") == core])
+                       for core in sorted({r["core"] for r in rows if "core" in r})}
             if by_core:
                 row[name]["by_core"] = by_core
             if PROXY in got.get("cpu", {}):
@@ -67,6 +71,7 @@ def summary(log: dict) -> dict:
             out[level].update(proxy_vs_best={d: p[d] / row[best[d]][d] for d in DOMAINS},
                               proxy_vs_schedule=p["throughput"] / row[schedule]["throughput"])
     return out
+
 
 def proxy_mix(by: dict) -> str:
     """The proxy's requests per pool, and its own CPU as a share of a core where measured."""

@@ -35,8 +35,8 @@ from agent.pretrained.prepare import Prepared  # noqa: E402
 from agent.pretrained.prompts import prompts as prompt_set  # noqa: E402
 from bench.engine_llamacpp import start_proxy  # noqa: E402
 from bench.load_aware import config, pin_to  # noqa: E402
-from bench.load_report import decoding_ms  # noqa: E402
-from bench.real_model import ask, rate  # noqa: E402
+from bench.load_report import decoding_ms, rate  # noqa: E402
+from bench.real_model import ask  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "proxy_path_load.json"
 PATHS = ("direct", "proxied")
